@@ -1,0 +1,58 @@
+/*
+ * Patcher framework base: selection, the delayed setup, the list of applied
+ * patches and their undo, and the claim downcall.
+ */
+#ifndef OPAL_MCA_PATCHER_BASE_BASE_H
+#define OPAL_MCA_PATCHER_BASE_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opal/mca/base/mca_base_framework.h"
+#include "opal/mca/patcher/patcher.h"
+
+extern mca_base_framework_t opal_patcher_base_framework;
+
+/* Public (API.md). */
+const char *mca_patcher_base_selected_name(void);
+int mca_patcher_base_claim(const char *style);
+
+/* The style claimed with mca_patcher_base_claim(), or NULL. */
+const char *mca_patcher_base_claimed_style(void);
+
+/*
+ * Select the best component that can work here and make it opal_patcher
+ * (idempotent).  Returns OPAL_ERR_NOT_SUPPORTED, having said why, if none
+ * can.
+ */
+int mca_patcher_base_select(void);
+
+/* Component side: a zeroed patch record, and adding it to the module's list. */
+mca_patcher_base_patch_t *mca_patcher_base_patch_new(void);
+void mca_patcher_base_patch_add(mca_patcher_base_module_t *module, mca_patcher_base_patch_t *patch);
+
+/*
+ * Restore and free every patch of the module, newest first (module's
+ * patch_list_mutex taken here).  Patches for which 'filter' returns false are
+ * kept; filter NULL restores all.
+ */
+void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
+                                      bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg);
+
+/* The chain target recorded for a patch of the function at func_addr, or 0. */
+uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t func_addr);
+
+/*
+ * Run write(arg) with the pages of [addr, addr+len) writable, then put each
+ * page's protection back as it was.  Fails cleanly (OPAL_ERR_NOT_SUPPORTED,
+ * *reason set) if the protection cannot be read or changed, for example
+ * under a W^X policy; nothing is written then.
+ */
+int mca_patcher_base_with_writable(uintptr_t addr, size_t len, void (*write)(void *arg), void *arg,
+                                   const char **reason);
+
+/* The page protection (PROT_* bits) of the mapping holding addr, from /proc/self/maps. */
+int mca_patcher_base_page_protection(uintptr_t addr, int *prot);
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * The patcher framework: mechanisms that redirect calls of a function to an
+ * intercept.  A component knows HOW to patch (GOT slots, code overwrite);
+ * what to patch is decided by its users (opal/memoryhooks).
+ *
+ * A patch is recorded with everything needed to undo it; the base undoes
+ * the module's patches in reverse order when the framework closes.
+ */
+#ifndef OPAL_MCA_PATCHER_PATCHER_H
+#define OPAL_MCA_PATCHER_PATCHER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "opal/class/opal_list.h"
+#include "opal/mca/mca.h"
+
+#define MCA_PATCHER_BASE_VERSION 1
+
+/* The longest byte sequence a patch may replace. */
+#define MCA_PATCHER_PATCH_MAX_BYTES 32
+
+typedef struct mca_patcher_base_patch_t mca_patcher_base_patch_t;
+
+/* Undo one patch: put back exactly what it replaced. */
+typedef void (*mca_patcher_base_restore_fn_t)(mca_patcher_base_patch_t *patch);
+
+struct mca_patcher_base_patch_t {
+    opal_list_item_t super;
+    const char *patch_symbol;          /* intercepted symbol (static string), or NULL */
+    uintptr_t patch_value;             /* where calls go now: the intercept */
+    uintptr_t patch_orig;              /* the patched place: function entry or GOT slot */
+    uintptr_t patch_chain;             /* what the intercept calls to reach the previous code */
+    unsigned char patch_data[MCA_PATCHER_PATCH_MAX_BYTES];      /* bytes written */
+    unsigned char patch_orig_data[MCA_PATCHER_PATCH_MAX_BYTES]; /* bytes replaced */
+    unsigned patch_data_size;
+    const char *patch_how;             /* static one-liner for opal_patcher_info */
+    mca_patcher_base_restore_fn_t patch_restore;
+    void *patch_component_data;        /* the component's own (trampoline, object …) */
+};
+
+/*
+ * Redirect every call of 'symbol' to new_addr.  *old_addr receives what the
+ * intercept must call to chain to the code that was reached before.
+ */
+typedef int (*mca_patcher_base_patch_symbol_fn_t)(const char *symbol, uintptr_t new_addr,
+                                                  uintptr_t *old_addr);
+
+/*
+ * Redirect the function at func_addr to new_addr (address based; works in
+ * static executables).  The chain target is found afterwards with
+ * mca_patcher_base_chain_of(func_addr).
+ */
+typedef int (*mca_patcher_base_patch_address_fn_t)(uintptr_t func_addr, uintptr_t new_addr);
+
+/* Called once before the first patch, and once after the last restore. */
+typedef int (*mca_patcher_base_init_fn_t)(void);
+typedef int (*mca_patcher_base_fini_fn_t)(void);
+
+typedef struct mca_patcher_base_module_t {
+    mca_base_module_t super;
+    /* Applied patches, oldest first.  Guarded by patch_list_mutex. */
+    opal_list_t patch_list;
+    pthread_mutex_t patch_list_mutex;
+    mca_patcher_base_init_fn_t patch_init;
+    mca_patcher_base_fini_fn_t patch_fini;
+    mca_patcher_base_patch_symbol_fn_t patch_symbol;
+    mca_patcher_base_patch_address_fn_t patch_address;
+    /* A sentence for opal_patcher_info: what this mechanism cannot see. */
+    const char *patch_limits;
+} mca_patcher_base_module_t;
+
+typedef struct mca_patcher_base_component_t {
+    mca_base_component_t patcherc_version;
+} mca_patcher_base_component_t;
+
+/* The selected module: NULL until the delayed setup has run. */
+extern mca_patcher_base_module_t *opal_patcher;
+
+#endif
