@@ -29,7 +29,8 @@ struct mca_patcher_base_patch_t {
     opal_list_item_t super;
     const char *patch_symbol;          /* intercepted symbol (static string), or NULL */
     uintptr_t patch_value;             /* where calls go now: the intercept */
-    uintptr_t patch_orig;              /* the patched place: function entry or GOT slot */
+    uintptr_t patch_func;              /* the function as given to patch_address, or 0 */
+    uintptr_t patch_orig;              /* the patched place: code address or GOT slot */
     uintptr_t patch_chain;             /* what the intercept calls to reach the previous code */
     unsigned char patch_data[MCA_PATCHER_PATCH_MAX_BYTES];      /* bytes written */
     unsigned char patch_orig_data[MCA_PATCHER_PATCH_MAX_BYTES]; /* bytes replaced */

@@ -28,6 +28,15 @@ const char *mca_patcher_base_claimed_style(void);
  */
 int mca_patcher_base_select(void);
 
+/*
+ * Restore every patch, let the module clean up (patch_fini) and forget the
+ * selection and the claim.  Idempotent.
+ */
+void mca_patcher_base_fini(void);
+
+/* Who delivers our events, as mca_patcher_base_selected_name() reports it. */
+void mca_patcher_base_set_selected_name(const char *name);
+
 /* Component side: a zeroed patch record, and adding it to the module's list. */
 mca_patcher_base_patch_t *mca_patcher_base_patch_new(void);
 void mca_patcher_base_patch_add(mca_patcher_base_module_t *module, mca_patcher_base_patch_t *patch);

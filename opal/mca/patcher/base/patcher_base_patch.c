@@ -1,0 +1,54 @@
+/*
+ * The module's list of applied patches and their undo.
+ */
+#include "opal_config.h"
+
+#include <stdlib.h>
+
+#include "opal/mca/patcher/base/base.h"
+
+mca_patcher_base_patch_t *mca_patcher_base_patch_new(void)
+{
+    return calloc(1, sizeof(mca_patcher_base_patch_t));
+}
+
+void mca_patcher_base_patch_add(mca_patcher_base_module_t *module, mca_patcher_base_patch_t *patch)
+{
+    pthread_mutex_lock(&module->patch_list_mutex);
+    opal_list_append(&module->patch_list, &patch->super);
+    pthread_mutex_unlock(&module->patch_list_mutex);
+}
+
+void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
+                                      bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg)
+{
+    pthread_mutex_lock(&module->patch_list_mutex);
+    /* Newest first: a location patched twice gets its oldest bytes back last. */
+    mca_patcher_base_patch_t *patch = (mca_patcher_base_patch_t *) opal_list_get_last(&module->patch_list);
+    while (&patch->super != opal_list_get_end(&module->patch_list)) {
+        mca_patcher_base_patch_t *prev = (mca_patcher_base_patch_t *) patch->super.opal_list_prev;
+        if (NULL == filter || filter(patch, arg)) {
+            opal_list_remove_item(&module->patch_list, &patch->super);
+            if (patch->patch_restore) {
+                patch->patch_restore(patch);
+            }
+            free(patch);
+        }
+        patch = prev;
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+}
+
+uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t func_addr)
+{
+    uintptr_t chain = 0;
+    mca_patcher_base_patch_t *patch;
+    pthread_mutex_lock(&module->patch_list_mutex);
+    OPAL_LIST_FOREACH (patch, &module->patch_list, mca_patcher_base_patch_t) {
+        if (patch->patch_func == func_addr) {
+            chain = patch->patch_chain;
+        }
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+    return chain;
+}

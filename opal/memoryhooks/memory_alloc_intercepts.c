@@ -1,0 +1,170 @@
+/*
+ * For patchers that only redirect calls between objects (GOT): glibc's
+ * malloc calls munmap, mremap, madvise and brk from inside libc, where no
+ * GOT slot is involved.  We intercept the allocator's entry points instead
+ * and announce, before calling it, what it is about to release:
+ *
+ *  - free/realloc/reallocarray of a chunk glibc mmapped (IS_MMAPPED in the
+ *    chunk header): the whole mapping;
+ *  - malloc_trim: every heap the allocator could trim (the [heap] segment
+ *    and the 64 MiB-aligned heaps of the other arenas);
+ *  - automatic trimming inside free: switched off with
+ *    mallopt(M_TRIM_THRESHOLD, -1) while we are installed, so it never
+ *    happens behind our back.  That is the trade-off opal_patcher_info
+ *    prints.
+ *
+ * Only when the process uses glibc's malloc; another allocator (jemalloc,
+ * tcmalloc) calls munmap/madvise through its GOT, which is patched.
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <gnu/lib-names.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/memoryhooks/memory_internal.h"
+#include "opal/util/output.h"
+#include "opal/util/proc_maps.h"
+
+#pragma weak dlsym
+#pragma weak dlopen
+#pragma weak dlclose
+
+/* glibc's chunk header precedes the user pointer: prev_size, then size
+ * with flag bits; IS_MMAPPED marks a chunk that is its own mapping, which
+ * starts prev_size bytes before the header. */
+#define GLIBC_CHUNK_HEADER (2 * sizeof(size_t))
+#define GLIBC_IS_MMAPPED 0x2
+#define GLIBC_SIZE_BITS 0x7
+/* The size of a non-main arena's heap on LP64 (2 * DEFAULT_MMAP_THRESHOLD_MAX). */
+#define GLIBC_HEAP_MAX_SIZE (64UL << 20)
+#define GLIBC_DEFAULT_TRIM_THRESHOLD (128 * 1024)
+
+static struct {
+    void (*free)(void *);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    int (*malloc_trim)(size_t);
+} chain;
+
+static bool installed;
+
+static inline void announce_mmapped_chunk(void *p)
+{
+    if (NULL == p) {
+        return;
+    }
+    const size_t *header = (const size_t *) p - 2;
+    if (header[1] & GLIBC_IS_MMAPPED) {
+        uintptr_t start = (uintptr_t) p - GLIBC_CHUNK_HEADER - header[0];
+        size_t len = header[0] + (header[1] & ~(size_t) GLIBC_SIZE_BITS);
+        opal_mem_hooks_dispatch(start, start + len, true);
+    }
+}
+
+static void intercept_free(void *p)
+{
+    announce_mmapped_chunk(p);
+    chain.free(p);
+}
+
+/* realloc may move or shrink an mmapped chunk (mremap) or free it. */
+static void *intercept_realloc(void *p, size_t size)
+{
+    announce_mmapped_chunk(p);
+    return chain.realloc(p, size);
+}
+
+static void *intercept_reallocarray(void *p, size_t n, size_t size)
+{
+    announce_mmapped_chunk(p);
+    return chain.reallocarray(p, n, size);
+}
+
+static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
+{
+    bool is_heap = 0 == strcmp(entry->path_start, "[heap]");
+    bool is_arena_heap = '\0' == entry->path_start[0] && 0 == entry->inode &&
+                         (entry->prot & PROT_WRITE) && 0 == (entry->start & (GLIBC_HEAP_MAX_SIZE - 1));
+    if (is_heap || is_arena_heap) {
+        opal_mem_hooks_dispatch(entry->start, entry->end, false);
+    }
+    return true;
+}
+
+static int intercept_malloc_trim(size_t pad)
+{
+    /* Outside the allocator's lock yet: from_alloc is false. */
+    opal_proc_maps_foreach(announce_trimmable, NULL);
+    return chain.malloc_trim(pad);
+}
+
+static const struct {
+    const char *name;
+    void *entry;
+    void **chain;
+} alloc_targets[] = {
+    {"free", (void *) intercept_free, (void **) &chain.free},
+    {"realloc", (void *) intercept_realloc, (void **) &chain.realloc},
+    {"reallocarray", (void *) intercept_reallocarray, (void **) &chain.reallocarray},
+    {"malloc_trim", (void *) intercept_malloc_trim, (void **) &chain.malloc_trim},
+};
+
+/* Is glibc's malloc the one callers reach? */
+static bool glibc_malloc_in_use(void)
+{
+    if (NULL == dlsym || NULL == dlopen) {
+        return true; /* static executable: libc's allocator is linked in */
+    }
+    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+    if (NULL == libc) {
+        return false;
+    }
+    bool same = dlsym(libc, "free") == dlsym(RTLD_DEFAULT, "free");
+    dlclose(libc);
+    return same;
+}
+
+int opal_mem_hooks_install_alloc_intercepts(void)
+{
+    if (!glibc_malloc_in_use()) {
+        return OPAL_SUCCESS;
+    }
+    for (size_t i = 0; i < sizeof(alloc_targets) / sizeof(alloc_targets[0]); i++) {
+        uintptr_t to = 0;
+        int rc = opal_patcher->patch_symbol(alloc_targets[i].name, (uintptr_t) alloc_targets[i].entry, &to);
+        if (OPAL_SUCCESS != rc || 0 == to) {
+            opal_output("cannot intercept %s: %s", alloc_targets[i].name,
+                        OPAL_SUCCESS != rc ? opal_strerror(rc) : "no definition to chain to");
+            return OPAL_SUCCESS != rc ? rc : OPAL_ERR_NOT_FOUND;
+        }
+        *alloc_targets[i].chain = (void *) to;
+    }
+    mallopt(M_TRIM_THRESHOLD, -1);
+    installed = true;
+    return OPAL_SUCCESS;
+}
+
+void opal_mem_hooks_uninstall_alloc_intercepts(void)
+{
+    /* The GOT slots come back with the patcher's restore; here only the
+     * allocator's setting.  Chains stay valid for threads still inside. */
+    if (installed) {
+        mallopt(M_TRIM_THRESHOLD, GLIBC_DEFAULT_TRIM_THRESHOLD);
+        installed = false;
+    }
+}
+
+const char *opal_mem_hooks_alloc_tradeoff(void)
+{
+    return installed ? "glibc malloc: free/realloc/malloc_trim intercepted to announce "
+                       "libc-internal releases; automatic heap trimming is off "
+                       "(M_TRIM_THRESHOLD=-1) and glibc's dynamic mmap threshold is frozen; "
+                       "a non-main arena heap freed entirely is unmapped unseen"
+                     : NULL;
+}

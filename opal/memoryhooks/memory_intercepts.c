@@ -1,0 +1,385 @@
+/*
+ * The intercepts: policy only.  Each one decides which pages a call is
+ * about to release, reports them, then chains to what was there before it
+ * (a GOT slot's previous value or a trampoline) — never to "the libc
+ * function" by name, so that another hooker installed before us still runs.
+ *
+ * A process may hold two definitions of a function: an interposer's (what
+ * callers reach) and libc's own (what libc's internal calls reach).  An
+ * address-based patcher patches both, each with its own entry point
+ * (variant 0 and 1) so that each chains to its own previous code.
+ *
+ * Hook-path rules: no allocation, no lock, no stdio; only this thread's
+ * TLS (initial-exec: no allocation on first touch).
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <gnu/lib-names.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/memoryhooks/memory_intercepts.h"
+#include "opal/memoryhooks/memory_internal.h"
+#include "opal/util/output.h"
+#include "opal/util/proc_maps.h"
+
+/* Weak: a fully static executable links without the dynamic loader; then
+ * the link-time address is the only definition. */
+#pragma weak dlsym
+#pragma weak dlopen
+#pragma weak dlclose
+
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
+#endif
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef SHM_REMAP
+#define SHM_REMAP 040000
+#endif
+
+/*
+ * The range this thread is chaining for.  When the code we chain to reaches
+ * a second patched definition (sbrk calls brk; an interposer calls libc's
+ * munmap), that one finds its range already reported and stays quiet.  A
+ * signal handler releasing other pages meanwhile still reports them.
+ */
+static __thread uintptr_t chained_start __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t chained_end __attribute__((tls_model("initial-exec")));
+
+typedef struct chain_scope_t {
+    uintptr_t saved_start, saved_end;
+} chain_scope_t;
+
+/* Report [start, end) unless the chain of an outer intercept did already. */
+static inline chain_scope_t release(uintptr_t start, uintptr_t end)
+{
+    chain_scope_t scope = {chained_start, chained_end};
+    if (end > start && !(start >= chained_start && end <= chained_end)) {
+        opal_mem_hooks_dispatch(start, end, true);
+        chained_start = start;
+        chained_end = end;
+    }
+    return scope;
+}
+
+static inline void chain_done(chain_scope_t scope)
+{
+    chained_start = scope.saved_start;
+    chained_end = scope.saved_end;
+}
+
+static inline uintptr_t page_align_up(uintptr_t x)
+{
+    return (x + opal_mem_hooks_page_size - 1) & ~(opal_mem_hooks_page_size - 1);
+}
+
+static inline bool page_aligned(const void *p)
+{
+    return 0 == ((uintptr_t) p & (opal_mem_hooks_page_size - 1));
+}
+
+/* What each intercept chains to, per variant. */
+static struct {
+    int (*munmap[2])(void *, size_t);
+    void *(*mremap[2])(void *, size_t, size_t, int, ...);
+    int (*madvise[2])(void *, size_t, int);
+    void *(*mmap[2])(void *, size_t, int, int, int, off_t);
+    int (*brk[2])(void *);
+    void *(*sbrk[2])(intptr_t);
+    int (*shmdt[2])(const void *);
+    void *(*shmat[2])(int, const void *, int);
+} chain;
+
+static int munmap_common(int v, void *addr, size_t len)
+{
+    /* The kernel rejects an unaligned address: nothing is released. */
+    if (!page_aligned(addr) || 0 == len) {
+        return chain.munmap[v](addr, len);
+    }
+    chain_scope_t scope = release((uintptr_t) addr, (uintptr_t) addr + len);
+    int rc = chain.munmap[v](addr, len);
+    chain_done(scope);
+    return rc;
+}
+static int intercept_munmap(void *addr, size_t len) { return munmap_common(0, addr, len); }
+static int intercept_munmap_1(void *addr, size_t len) { return munmap_common(1, addr, len); }
+
+/*
+ * mremap releases the old range when it may move (MAYMOVE/FIXED, also
+ * DONTUNMAP, which takes the pages away), its tail when it shrinks in
+ * place, and with MREMAP_FIXED whatever was mapped at the destination.
+ */
+static void *mremap_common(int v, void *old, size_t old_size, size_t new_size, int flags, void *new_addr)
+{
+    uintptr_t start = (uintptr_t) old, end = start;
+    if (flags & (MREMAP_MAYMOVE | MREMAP_FIXED)) {
+        end = start + old_size;
+    } else if (new_size < old_size) {
+        start = page_align_up(start + new_size);
+        end = (uintptr_t) old + old_size;
+    }
+    if ((flags & MREMAP_FIXED) && new_size) {
+        opal_mem_hooks_dispatch((uintptr_t) new_addr, (uintptr_t) new_addr + new_size, true);
+    }
+    chain_scope_t scope = release(start, end);
+    void *rc = chain.mremap[v](old, old_size, new_size, flags, new_addr);
+    chain_done(scope);
+    return rc;
+}
+static void *intercept_mremap(void *old, size_t old_size, size_t new_size, int flags, void *new_addr)
+{
+    return mremap_common(0, old, old_size, new_size, flags, new_addr);
+}
+static void *intercept_mremap_1(void *old, size_t old_size, size_t new_size, int flags, void *new_addr)
+{
+    return mremap_common(1, old, old_size, new_size, flags, new_addr);
+}
+
+static bool advice_drops_pages(int advice)
+{
+    return MADV_DONTNEED == advice || MADV_FREE == advice || MADV_REMOVE == advice ||
+           MADV_DONTNEED_LOCKED == advice;
+}
+
+static int madvise_common(int v, void *addr, size_t len, int advice)
+{
+    if (!advice_drops_pages(advice) || !page_aligned(addr)) {
+        return chain.madvise[v](addr, len, advice);
+    }
+    chain_scope_t scope = release((uintptr_t) addr, (uintptr_t) addr + len);
+    int rc = chain.madvise[v](addr, len, advice);
+    chain_done(scope);
+    return rc;
+}
+static int intercept_madvise(void *addr, size_t len, int advice) { return madvise_common(0, addr, len, advice); }
+static int intercept_madvise_1(void *addr, size_t len, int advice) { return madvise_common(1, addr, len, advice); }
+
+/* MAP_FIXED replaces whatever was mapped there; MAP_FIXED_NOREPLACE never does. */
+static void *mmap_common(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (!(flags & MAP_FIXED) || (flags & MAP_FIXED_NOREPLACE) || !page_aligned(addr)) {
+        return chain.mmap[v](addr, len, prot, flags, fd, off);
+    }
+    chain_scope_t scope = release((uintptr_t) addr, (uintptr_t) addr + len);
+    void *rc = chain.mmap[v](addr, len, prot, flags, fd, off);
+    chain_done(scope);
+    return rc;
+}
+static void *intercept_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return mmap_common(0, addr, len, prot, flags, fd, off);
+}
+static void *intercept_mmap_1(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return mmap_common(1, addr, len, prot, flags, fd, off);
+}
+
+/* The kernel's current break (libc's cached copy may be stale). */
+static uintptr_t current_break(void)
+{
+    return (uintptr_t) syscall(SYS_brk, 0);
+}
+
+static int brk_common(int v, void *addr)
+{
+    uintptr_t cur = current_break();
+    chain_scope_t scope = release(page_align_up((uintptr_t) addr), page_align_up(cur));
+    int rc = chain.brk[v](addr);
+    chain_done(scope);
+    return rc;
+}
+static int intercept_brk(void *addr) { return brk_common(0, addr); }
+static int intercept_brk_1(void *addr) { return brk_common(1, addr); }
+
+static void *sbrk_common(int v, intptr_t increment)
+{
+    if (increment >= 0) {
+        return chain.sbrk[v](increment);
+    }
+    uintptr_t cur = current_break();
+    chain_scope_t scope = release(page_align_up(cur + increment), page_align_up(cur));
+    void *rc = chain.sbrk[v](increment);
+    chain_done(scope);
+    return rc;
+}
+static void *intercept_sbrk(intptr_t increment) { return sbrk_common(0, increment); }
+static void *intercept_sbrk_1(intptr_t increment) { return sbrk_common(1, increment); }
+
+/* A SysV segment's size, from its shmid, without allocating. */
+static size_t shm_segment_size(int shmid)
+{
+    struct shmid_ds ds;
+    return 0 == shmctl(shmid, IPC_STAT, &ds) ? ds.shm_segsz : 0;
+}
+
+static int shmdt_common(int v, const void *addr)
+{
+    /* The mapping's inode column is the segment's shmid. */
+    opal_proc_maps_entry_t entry;
+    size_t size = 0;
+    if (OPAL_SUCCESS == opal_proc_maps_find((uintptr_t) addr, &entry) &&
+        0 == strncmp(entry.path_start, "/SYSV", 5)) {
+        size = shm_segment_size((int) entry.inode);
+    }
+    chain_scope_t scope = release((uintptr_t) addr, (uintptr_t) addr + size);
+    int rc = chain.shmdt[v](addr);
+    chain_done(scope);
+    return rc;
+}
+static int intercept_shmdt(const void *addr) { return shmdt_common(0, addr); }
+static int intercept_shmdt_1(const void *addr) { return shmdt_common(1, addr); }
+
+static void *shmat_common(int v, int shmid, const void *addr, int flags)
+{
+    if (!(flags & SHM_REMAP) || NULL == addr) {
+        return chain.shmat[v](shmid, addr, flags);
+    }
+    uintptr_t start = (uintptr_t) addr & ~(opal_mem_hooks_page_size - 1);
+    chain_scope_t scope = release(start, start + shm_segment_size(shmid));
+    void *rc = chain.shmat[v](shmid, addr, flags);
+    chain_done(scope);
+    return rc;
+}
+static void *intercept_shmat(int shmid, const void *addr, int flags) { return shmat_common(0, shmid, addr, flags); }
+static void *intercept_shmat_1(int shmid, const void *addr, int flags) { return shmat_common(1, shmid, addr, flags); }
+
+/* What we intercept.  mmap64 is the same function as mmap on LP64 glibc,
+ * but objects may import it under either name. */
+typedef struct intercept_target_t {
+    const char *name;
+    uintptr_t link_addr;       /* the definition as this library links it */
+    uintptr_t entry[2];        /* intercept per variant */
+    void **chain;              /* chain[2] */
+} intercept_target_t;
+
+#define TARGET(sym, real, fn)                                                      \
+    { #sym, (uintptr_t) &real, {(uintptr_t) &intercept_##fn, (uintptr_t) &intercept_##fn##_1}, \
+      (void **) chain.fn }
+
+static const intercept_target_t targets[] = {
+    TARGET(munmap, munmap, munmap),
+    TARGET(mremap, mremap, mremap),
+    TARGET(madvise, madvise, madvise),
+    TARGET(mmap, mmap, mmap),
+    TARGET(mmap64, mmap64, mmap),
+    TARGET(brk, brk, brk),
+    TARGET(sbrk, sbrk, sbrk),
+    TARGET(shmdt, shmdt, shmdt),
+    TARGET(shmat, shmat, shmat),
+};
+#define NUM_TARGETS (sizeof(targets) / sizeof(targets[0]))
+
+/*
+ * The definitions of name in this process: [0] what callers reach, [1]
+ * libc's own when that is another one (an interposer is in front of it).
+ */
+static void find_definitions(const intercept_target_t *t, uintptr_t def[2])
+{
+    def[0] = t->link_addr;
+    def[1] = 0;
+    if (NULL == dlsym || NULL == dlopen) {
+        return; /* static executable: one definition */
+    }
+    uintptr_t global = (uintptr_t) dlsym(RTLD_DEFAULT, t->name);
+    if (global) {
+        def[0] = global;
+    }
+    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+    if (libc) {
+        uintptr_t own = (uintptr_t) dlsym(libc, t->name);
+        if (own && own != def[0]) {
+            def[1] = own;
+        }
+        dlclose(libc);
+    }
+}
+
+static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_target_t *t)
+{
+    uintptr_t def[2];
+    find_definitions(t, def);
+    for (int v = 0; v < 2; v++) {
+        if (0 == def[v]) {
+            t->chain[v] = t->chain[0];
+            continue;
+        }
+        /* Already patched under another name (mmap64 is mmap). */
+        uintptr_t to = mca_patcher_base_chain_of(patcher, def[v]);
+        if (0 == to) {
+            int rc = patcher->patch_address(def[v], t->entry[v]);
+            if (OPAL_SUCCESS != rc) {
+                opal_output("cannot intercept %s at %p with patcher %s: %s", t->name, (void *) def[v],
+                            patcher->super.module_component->mca_component_name, opal_strerror(rc));
+                return rc;
+            }
+            to = mca_patcher_base_chain_of(patcher, def[v]);
+        }
+        t->chain[v] = (void *) to;
+    }
+    return OPAL_SUCCESS;
+}
+
+static int patch_by_symbol(mca_patcher_base_module_t *patcher, const intercept_target_t *t)
+{
+    uintptr_t to = 0;
+    int rc = patcher->patch_symbol(t->name, t->entry[0], &to);
+    if (OPAL_SUCCESS != rc || 0 == to) {
+        opal_output("cannot intercept %s with patcher %s: %s", t->name,
+                    patcher->super.module_component->mca_component_name,
+                    OPAL_SUCCESS != rc ? opal_strerror(rc) : "no definition to chain to");
+        return OPAL_SUCCESS != rc ? rc : OPAL_ERR_NOT_FOUND;
+    }
+    t->chain[0] = t->chain[1] = (void *) to;
+    return OPAL_SUCCESS;
+}
+
+int opal_mem_hooks_install_intercepts(void)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    bool by_address = (NULL != patcher->patch_address);
+    int rc = OPAL_SUCCESS;
+
+    for (size_t i = 0; i < NUM_TARGETS && OPAL_SUCCESS == rc; i++) {
+        rc = by_address ? patch_by_address(patcher, &targets[i]) : patch_by_symbol(patcher, &targets[i]);
+    }
+    /* A GOT patcher does not see libc calling itself (free → munmap):
+     * announce what the allocator entry points are about to release. */
+    if (OPAL_SUCCESS == rc && !by_address) {
+        rc = opal_mem_hooks_install_alloc_intercepts();
+    }
+    if (OPAL_SUCCESS != rc) {
+        /* All or nothing: undo what was patched already. */
+        opal_mem_hooks_uninstall_intercepts();
+        mca_patcher_base_fini();
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    mca_patcher_base_set_selected_name(patcher->super.module_component->mca_component_name);
+    return OPAL_SUCCESS;
+}
+
+void opal_mem_hooks_uninstall_intercepts(void)
+{
+    if (NULL != opal_patcher) {
+        mca_patcher_base_restore_patches(opal_patcher, NULL, NULL);
+    }
+    opal_mem_hooks_uninstall_alloc_intercepts();
+}
+
+size_t opal_mem_hooks_intercept_names(const char **names, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < NUM_TARGETS && n < max; i++) {
+        names[n++] = targets[i].name;
+    }
+    return n;
+}

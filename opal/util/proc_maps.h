@@ -1,0 +1,24 @@
+/*
+ * Looking up one mapping in /proc/self/maps without allocating (read(2)
+ * into a stack buffer): usable from a hook inside the allocator.
+ */
+#ifndef OPAL_UTIL_PROC_MAPS_H
+#define OPAL_UTIL_PROC_MAPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct opal_proc_maps_entry_t {
+    uintptr_t start, end;
+    int prot;                  /* PROT_* bits */
+    unsigned long inode;       /* for a SysV shared memory mapping: its shmid */
+    char path_start[16];       /* the first characters of the path column */
+} opal_proc_maps_entry_t;
+
+/* Call fn for each mapping, in address order, until it returns false. */
+int opal_proc_maps_foreach(bool (*fn)(const opal_proc_maps_entry_t *entry, void *arg), void *arg);
+
+/* The mapping that holds addr: OPAL_SUCCESS, OPAL_ERR_NOT_FOUND, or OPAL_ERR_NOT_AVAILABLE. */
+int opal_proc_maps_find(uintptr_t addr, opal_proc_maps_entry_t *entry);
+
+#endif
