@@ -1,0 +1,168 @@
+/*
+ * opal_patcher_info: what is built, what is selected, every parameter, and
+ * a self-check of the memory hooks — like ompi_info.
+ */
+#include "opal_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/constants.h"
+#include "opal/mca/base/mca_base_framework.h"
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/memoryhooks/memory.h"
+#include "opal/memoryhooks/memory_intercepts.h"
+#include "opal/runtime/opal.h"
+#include "opal/tools/opal_patcher_info/selftest.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: opal_patcher_info [--mca NAME VALUE]... [OPTION]\n"
+            "  (no option)               version, build, frameworks and components\n"
+            "  --param FRAMEWORK COMP    parameters of a component ('all' for every one;\n"
+            "                            framework 'all' for every framework)\n"
+            "  --all                     everything, with every parameter\n"
+            "  --selftest                set up the hooks, print the patches, check every event\n"
+            "  --version                 the version\n"
+            "  --help                    this text\n");
+}
+
+static void print_components(void)
+{
+    printf("Frameworks and components:\n");
+    for (int i = 0; mca_base_frameworks[i]; i++) {
+        mca_base_framework_t *fw = mca_base_frameworks[i];
+        /* Opened here, it stays open until finalize: --all lists its parameters. */
+        if (!mca_base_framework_is_open(fw) && OPAL_SUCCESS != mca_base_framework_open(fw)) {
+            printf("  %s: cannot open (see above)\n", fw->framework_name);
+            continue;
+        }
+        printf("  %s: %s\n", fw->framework_name, fw->framework_description);
+        mca_base_component_list_item_t *item;
+        OPAL_LIST_FOREACH (item, &fw->framework_components, mca_base_component_list_item_t) {
+            printf("    %-10s %s\n               %s\n", item->cli_component->mca_component_name,
+                   item->cli_component->mca_component_description,
+                   item->cli_dso_path ? item->cli_dso_path : "built into the library");
+        }
+    }
+}
+
+typedef struct param_filter_t {
+    const char *framework; /* NULL: all */
+    const char *component; /* NULL: all */
+} param_filter_t;
+
+static bool name_matches(const char *full_name, const param_filter_t *filter)
+{
+    size_t flen = filter->framework ? strlen(filter->framework) : 0;
+    if (filter->framework &&
+        (strncmp(full_name, filter->framework, flen) || (full_name[flen] != '_' && full_name[flen] != '\0'))) {
+        return false;
+    }
+    if (filter->component && filter->framework) {
+        const char *rest = full_name + flen + (full_name[flen] == '_');
+        size_t clen = strlen(filter->component);
+        return 0 == strncmp(rest, filter->component, clen) && rest[clen] == '_';
+    }
+    return true;
+}
+
+static void print_param(const mca_base_var_info_t *info, void *arg)
+{
+    if (!name_matches(info->full_name, arg)) {
+        return;
+    }
+    printf("  %-36s = %-12s (%s%s%s)\n      %s\n", info->full_name, info->value[0] ? info->value : "\"\"",
+           mca_base_var_source_name(info->source),
+           info->source == MCA_BASE_VAR_SOURCE_FILE ? ": " : "",
+           info->source == MCA_BASE_VAR_SOURCE_FILE ? info->source_detail : "", info->help);
+}
+
+static void print_params(const char *framework, const char *component)
+{
+    param_filter_t filter = {
+        .framework = (framework && strcmp(framework, "all")) ? framework : NULL,
+        .component = (component && strcmp(component, "all")) ? component : NULL,
+    };
+    printf("MCA parameters%s%s%s%s:\n", filter.framework ? " of " : "", filter.framework ? filter.framework : "",
+           filter.component ? " " : "", filter.component ? filter.component : "");
+    mca_base_var_foreach(print_param, &filter);
+}
+
+static void print_header(void)
+{
+    printf("opal-patcher %s\n", OPAL_PATCHER_VERSION);
+    printf("  Components: %s\n", OPAL_ENABLE_DLOPEN ? "DSO plugins (mca_base_component_path)"
+                                                      : "built into the library (--disable-dlopen)");
+    const char *names[32];
+    size_t n = opal_mem_hooks_intercept_names(names, 32);
+    printf("  Intercepted calls:");
+    for (size_t i = 0; i < n; i++) {
+        printf(" %s", names[i]);
+    }
+    printf("\n  Limit: calls that bypass every libc entry point (a raw syscall(SYS_munmap, ...),\n"
+           "         a runtime with its own system call layer) are seen by no component.\n");
+}
+
+static int check_known_framework(const char *name)
+{
+    if (0 == strcmp(name, "all")) {
+        return OPAL_SUCCESS;
+    }
+    for (int i = 0; mca_base_frameworks[i]; i++) {
+        if (0 == strcmp(mca_base_frameworks[i]->framework_name, name)) {
+            return OPAL_SUCCESS;
+        }
+    }
+    fprintf(stderr, "opal_patcher_info: --param: unknown framework '%s' (valid: all", name);
+    for (int i = 0; mca_base_frameworks[i]; i++) {
+        fprintf(stderr, ", %s", mca_base_frameworks[i]->framework_name);
+    }
+    fprintf(stderr, ")\n");
+    return OPAL_ERR_BAD_PARAM;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = opal_init_util(&argc, &argv);
+    if (OPAL_SUCCESS != rc) {
+        fprintf(stderr, "opal_patcher_info: initialization failed: %s\n", opal_strerror(rc));
+        return 1;
+    }
+    int status = 0;
+    if (argc == 1) {
+        print_header();
+        print_components();
+    } else if (argc == 2 && 0 == strcmp(argv[1], "--version")) {
+        printf("opal-patcher %s\n", OPAL_PATCHER_VERSION);
+    } else if (argc == 2 && 0 == strcmp(argv[1], "--help")) {
+        usage(stdout);
+    } else if (argc == 2 && 0 == strcmp(argv[1], "--all")) {
+        print_header();
+        print_components();
+        print_params(NULL, NULL);
+    } else if (argc == 4 && 0 == strcmp(argv[1], "--param")) {
+        status = OPAL_SUCCESS == check_known_framework(argv[2]) ? 0 : 2;
+        if (0 == status) {
+            print_components();
+            print_params(argv[2], argv[3]);
+        }
+    } else if (argc == 2 && 0 == strcmp(argv[1], "--selftest")) {
+        print_header();
+        int failed = opal_patcher_info_selftest();
+        status = failed ? 1 : 0;
+    } else {
+        fprintf(stderr, "opal_patcher_info: bad arguments:");
+        for (int i = 1; i < argc; i++) {
+            fprintf(stderr, " '%s'", argv[i]);
+        }
+        fprintf(stderr, "\n");
+        usage(stderr);
+        status = 2;
+    }
+    opal_finalize_util();
+    return status;
+}

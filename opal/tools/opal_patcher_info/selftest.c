@@ -1,0 +1,365 @@
+/*
+ * The self-check: every intercepted call must produce exactly one event
+ * covering the pages it releases, delivered while the pages are still
+ * there; the calls that release nothing must produce none.  Only events of
+ * this thread count, so that other threads cannot fake a pass.
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <gnu/lib-names.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <unistd.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/memoryhooks/memory.h"
+#include "opal/memoryhooks/memory_internal.h"
+#include "opal/tools/opal_patcher_info/selftest.h"
+
+#pragma weak dladdr
+#pragma weak dlsym
+#pragma weak dlopen
+#pragma weak dlclose
+
+#define SENTINEL 0x5a5a0f0f12345678L
+#define MAX_EVENTS 256
+
+typedef struct event_t {
+    uintptr_t start, end;
+    bool probe_mapped;   /* the probed page was still mapped when the event came */
+    long probe_word;     /* and held this */
+} event_t;
+
+static event_t events[MAX_EVENTS];
+static int num_events;
+static pthread_t self_thread;
+static uintptr_t probe;   /* an address the current check watches */
+static size_t page;
+
+static void record_event(void *buf, size_t len, void *cbdata, bool from_alloc)
+{
+    (void) cbdata;
+    (void) from_alloc;
+    if (!pthread_equal(pthread_self(), self_thread) || num_events >= MAX_EVENTS) {
+        return;
+    }
+    event_t *e = &events[num_events++];
+    e->start = (uintptr_t) buf;
+    e->end = e->start + len;
+    e->probe_mapped = false;
+    e->probe_word = 0;
+    if (probe >= e->start && probe < e->end) {
+        unsigned char vec;
+        e->probe_mapped = (0 == mincore((void *) (probe & ~(page - 1)), page, &vec));
+        if (e->probe_mapped) {
+            e->probe_word = *(volatile long *) probe;
+        }
+    }
+}
+
+static void start_check(uintptr_t watch)
+{
+    num_events = 0;
+    probe = watch;
+}
+
+static int report(const char *what, bool ok, const char *detail)
+{
+    printf("  %-34s %s%s%s\n", what, ok ? "ok" : "FAILED", detail[0] ? ": " : "", detail);
+    return ok ? 0 : 1;
+}
+
+/*
+ * Exactly one event overlaps [start, end), it covers it, and it came while
+ * the probe still held the sentinel.
+ */
+static int expect_release(const char *what, uintptr_t start, uintptr_t end)
+{
+    int overlapping = 0;
+    const event_t *hit = NULL;
+    for (int i = 0; i < num_events; i++) {
+        if (events[i].start < end && events[i].end > start) {
+            overlapping++;
+            hit = &events[i];
+        }
+    }
+    char detail[200];
+    bool ok = (1 == overlapping && hit->start <= start && hit->end >= end && hit->probe_mapped &&
+               SENTINEL == hit->probe_word);
+    if (0 == overlapping) {
+        snprintf(detail, sizeof(detail), "no event for [%#lx, %#lx)", (unsigned long) start, (unsigned long) end);
+    } else if (overlapping > 1) {
+        snprintf(detail, sizeof(detail), "%d events for [%#lx, %#lx), expected 1", overlapping,
+                 (unsigned long) start, (unsigned long) end);
+    } else {
+        snprintf(detail, sizeof(detail), "event [%#lx, %#lx)%s%s", (unsigned long) hit->start,
+                 (unsigned long) hit->end, hit->start <= start && hit->end >= end ? "" : " does not cover the range",
+                 hit->probe_mapped && SENTINEL == hit->probe_word ? ", before the release"
+                                                                   : ", but AFTER the pages were gone");
+    }
+    return report(what, ok, detail);
+}
+
+static int expect_no_event(const char *what, uintptr_t start, uintptr_t end)
+{
+    int overlapping = 0;
+    for (int i = 0; i < num_events; i++) {
+        overlapping += (events[i].start < end && events[i].end > start);
+    }
+    char detail[120];
+    snprintf(detail, sizeof(detail), "%d events for [%#lx, %#lx)", overlapping, (unsigned long) start,
+             (unsigned long) end);
+    return report(what, 0 == overlapping, overlapping ? detail : "no event");
+}
+
+static char *map_pages_shared(size_t n, int sharing)
+{
+    char *p = mmap(NULL, n * page, PROT_READ | PROT_WRITE, sharing | MAP_ANONYMOUS, -1, 0);
+    if (MAP_FAILED == p) {
+        perror("mmap");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        *(long *) (p + i * page) = SENTINEL;
+    }
+    return p;
+}
+
+static char *map_pages(size_t n)
+{
+    return map_pages_shared(n, MAP_PRIVATE);
+}
+
+static int check_munmap(void)
+{
+    char *p = map_pages(4);
+    start_check((uintptr_t) p);
+    munmap(p, 4 * page);
+    return expect_release("munmap", (uintptr_t) p, (uintptr_t) p + 4 * page);
+}
+
+static int check_mremap(void)
+{
+    int failed = 0;
+    char *p = map_pages(2);
+    start_check((uintptr_t) p);
+    char *q = mremap(p, 2 * page, 64 * page, MREMAP_MAYMOVE);
+    failed += expect_release("mremap (may move)", (uintptr_t) p, (uintptr_t) p + 2 * page);
+    munmap(q, 64 * page);
+
+    p = map_pages(4);
+    start_check((uintptr_t) p + page);
+    mremap(p, 4 * page, page, 0);
+    failed += expect_release("mremap (shrink in place)", (uintptr_t) p + page, (uintptr_t) p + 4 * page);
+    munmap(p, page);
+
+    p = map_pages(4);
+    start_check((uintptr_t) p);
+    mremap(p, 4 * page, 8 * page, 0); /* grows in place or fails: releases nothing */
+    failed += expect_no_event("mremap (grow in place)", (uintptr_t) p, (uintptr_t) p + 4 * page);
+    munmap(p, 8 * page);
+    return failed;
+}
+
+/* MADV_REMOVE works on shared memory only: test each advice where it acts. */
+static int check_madvise(int advice, const char *what)
+{
+    char *p = map_pages_shared(4, MADV_REMOVE == advice ? MAP_SHARED : MAP_PRIVATE);
+    start_check((uintptr_t) p + page);
+    madvise(p + page, 2 * page, advice);
+    int failed = expect_release(what, (uintptr_t) p + page, (uintptr_t) p + 3 * page);
+    munmap(p, 4 * page);
+    return failed;
+}
+
+static int check_mmap(void)
+{
+    int failed = 0;
+    char *p = map_pages(4);
+    start_check((uintptr_t) p);
+    mmap(p, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    failed += expect_release("mmap (MAP_FIXED over pages)", (uintptr_t) p, (uintptr_t) p + 2 * page);
+    munmap(p, 4 * page);
+
+    start_check(0);
+    p = mmap(NULL, 256 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    failed += expect_no_event("mmap (new PROT_NONE reservation)", (uintptr_t) p, (uintptr_t) p + 256 * page);
+    munmap(p + 128 * page, 128 * page);
+    start_check(0);
+    char *q = mmap(p + 128 * page, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    failed += expect_no_event("mmap (MAP_FIXED_NOREPLACE)", (uintptr_t) q, (uintptr_t) q + page);
+    munmap(p, 129 * page);
+    return failed;
+}
+
+static uintptr_t align_up(uintptr_t x)
+{
+    return (x + page - 1) & ~(page - 1);
+}
+
+static int check_brk(void)
+{
+    int failed = 0;
+    uintptr_t cur = (uintptr_t) sbrk(0);
+    start_check(0);
+    if ((void *) -1 == sbrk(4 * page)) {
+        return report("sbrk", false, "cannot grow the heap");
+    }
+    failed += expect_no_event("sbrk (grow)", cur, cur + 4 * page);
+    *(long *) align_up(cur) = SENTINEL;
+    start_check(align_up(cur));
+    sbrk(-(intptr_t) (4 * page));
+    failed += expect_release("sbrk (shrink)", align_up(cur), align_up(cur + 4 * page));
+
+    brk((void *) (cur + 4 * page));
+    *(long *) align_up(cur) = SENTINEL;
+    start_check(align_up(cur));
+    brk((void *) cur);
+    failed += expect_release("brk (shrink)", align_up(cur), align_up(cur + 4 * page));
+    return failed;
+}
+
+static int check_shm(void)
+{
+    int failed = 0;
+    int id = shmget(IPC_PRIVATE, 4 * page, IPC_CREAT | 0600);
+    if (id < 0) {
+        return report("shmdt", false, "shmget failed");
+    }
+    char *p = shmat(id, NULL, 0);
+    *(long *) p = SENTINEL;
+    start_check((uintptr_t) p);
+    shmdt(p);
+    failed += expect_release("shmdt", (uintptr_t) p, (uintptr_t) p + 4 * page);
+
+    char *m = map_pages(4);
+    start_check((uintptr_t) m);
+    p = shmat(id, m, SHM_REMAP);
+    failed += expect_release("shmat (SHM_REMAP over pages)", (uintptr_t) m, (uintptr_t) m + 4 * page);
+    if ((void *) -1 != p) {
+        shmdt(p);
+    }
+    shmctl(id, IPC_RMID, NULL);
+    return failed;
+}
+
+static bool glibc_malloc(void)
+{
+    if (NULL == dlsym || NULL == dlopen) {
+        return true;
+    }
+    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+    bool same = libc && dlsym(libc, "free") == dlsym(RTLD_DEFAULT, "free");
+    if (libc) {
+        dlclose(libc);
+    }
+    return same;
+}
+
+static int check_allocator(void)
+{
+    int failed = 0;
+    const size_t big = 64UL << 20; /* above glibc's largest dynamic mmap threshold */
+    char *p = malloc(big);
+    for (size_t off = 0; off < big; off += page) {
+        p[off] = 1;
+    }
+    uintptr_t first = align_up((uintptr_t) p), last = ((uintptr_t) p + big) & ~(page - 1);
+    *(long *) first = SENTINEL;
+    start_check(first);
+    free(p);
+    failed += expect_release("free (mmapped block)", first, last);
+
+    /* realloc that must move: a mapping right behind the block blocks growth. */
+    p = malloc(big);
+    first = align_up((uintptr_t) p);
+    last = ((uintptr_t) p + big) & ~(page - 1);
+    *(long *) first = SENTINEL;
+    char *fence = mmap((void *) align_up((uintptr_t) p + big), page, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    start_check(first);
+    char *q = realloc(p, 2 * big);
+    failed += expect_release("realloc (moving a large block)", first, last);
+    free(q);
+    if (MAP_FAILED != fence) {
+        munmap(fence, page);
+    }
+
+    /* A heap block, kept from the top by a guard, then trimmed. */
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    const size_t mid = 1 << 20;
+    char *block = malloc(mid);
+    char *guard = malloc(64);
+    memset(block, 1, mid);
+    uintptr_t middle = align_up((uintptr_t) block + mid / 2);
+    *(long *) middle = SENTINEL;
+    free(block);
+    start_check(middle);
+    malloc_trim(0);
+    failed += expect_release("malloc_trim (free heap block)", middle, middle + page);
+    free(guard);
+    return failed;
+}
+
+void opal_patcher_info_print_patches(void)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL == patcher) {
+        return;
+    }
+    printf("Patches applied:\n");
+    pthread_mutex_lock(&patcher->patch_list_mutex);
+    mca_patcher_base_patch_t *patch;
+    OPAL_LIST_FOREACH (patch, &patcher->patch_list, mca_patcher_base_patch_t) {
+        Dl_info info = {0};
+        if (dladdr) {
+            dladdr((void *) patch->patch_orig, &info);
+        }
+        printf("  %-14s at %#lx in %s: %s\n", patch->patch_symbol ? patch->patch_symbol : "(address)",
+               (unsigned long) patch->patch_orig, info.dli_fname ? info.dli_fname : "the executable",
+               patch->patch_how ? patch->patch_how : "");
+    }
+    pthread_mutex_unlock(&patcher->patch_list_mutex);
+    if (patcher->patch_limits) {
+        printf("Limits of %s: %s\n", mca_patcher_base_selected_name(), patcher->patch_limits);
+    }
+    const char *tradeoff = opal_mem_hooks_alloc_tradeoff();
+    if (tradeoff) {
+        printf("Trade-off: %s\n", tradeoff);
+    }
+}
+
+int opal_patcher_info_selftest(void)
+{
+    page = (size_t) sysconf(_SC_PAGESIZE);
+    self_thread = pthread_self();
+    int rc = opal_mem_hooks_register_release(record_event, NULL);
+    if (OPAL_SUCCESS != rc) {
+        printf("Self-test: the memory hooks could not be set up: %s\n", opal_strerror(rc));
+        return -1;
+    }
+    printf("Selected: %s (support level %#x)\n", mca_patcher_base_selected_name(),
+           opal_mem_hooks_support_level());
+    opal_patcher_info_print_patches();
+
+    printf("Events:\n");
+    int failed = check_munmap() + check_mremap() + check_madvise(MADV_DONTNEED, "madvise (MADV_DONTNEED)") +
+                 check_madvise(MADV_FREE, "madvise (MADV_FREE)") + check_madvise(MADV_REMOVE, "madvise (MADV_REMOVE)") +
+                 check_mmap() + check_brk() + check_shm();
+    if (glibc_malloc()) {
+        failed += check_allocator();
+    } else {
+        printf("  (allocator checks skipped: free() is not glibc's)\n");
+    }
+    opal_mem_hooks_unregister_release(record_event);
+    printf("Self-test: %s (%d failed)\n", failed ? "FAILED" : "passed", failed);
+    return failed;
+}
