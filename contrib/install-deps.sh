@@ -1,0 +1,28 @@
+#!/bin/bash
+# Install what building and testing opal-patcher needs (Debian 12 packages).
+# Safe to run again: installs only what is missing.
+set -euo pipefail
+
+packages=(
+    build-essential autoconf automake libtool pkg-config perl   # the build
+    libzydis-dev                                                # oracle for our x86 decoder
+    liburing-dev                                                # io_uring registration helper
+    libibverbs-dev                                              # verbs registration helper
+    libucx-dev                                                  # UCX stacking and the rcache yardstick
+    libjemalloc2 libjemalloc-dev libgoogle-perftools-dev        # real allocators (LD_PRELOAD)
+    openmpi-bin                                                 # mpirun as the launcher
+    valgrind                                                    # memcheck runs, callgrind benchmarks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q >/dev/null
+    $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi

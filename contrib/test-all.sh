@@ -1,0 +1,108 @@
+#!/bin/bash
+# The whole test suite: install what it needs, then build and run `make
+# check` in every configuration CI covers, and print one closing line
+# "N passed, N failed, N skipped".
+#
+#   dso       components as DSO plugins (default), with patcher=linux and =overwrite
+#   builtin   --disable-dlopen, with patcher=linux and =overwrite
+#   static    --enable-static --disable-shared
+#   asan      AddressSanitizer + UndefinedBehaviorSanitizer
+#   distcheck make distcheck
+#
+# Usage: contrib/test-all.sh [configuration...]   (default: all of them)
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+"$top/contrib/install-deps.sh" || exit 1
+cd "$top" && ./autogen.pl >/dev/null || exit 1
+
+jobs=$(nproc)
+passed=0 failed=0 skipped=0
+declare -a failures=()
+
+# Add up the counts automake's test harness printed for one `make check`.
+count() {
+    local name=$1 log=$2
+    local p f s x e
+    p=$(grep -E '^# PASS: ' "$log" | tail -1 | awk '{print $3}')
+    x=$(grep -E '^# XFAIL: ' "$log" | tail -1 | awk '{print $3}')
+    f=$(grep -E '^# FAIL: ' "$log" | tail -1 | awk '{print $3}')
+    e=$(grep -E '^# ERROR: ' "$log" | tail -1 | awk '{print $3}')
+    s=$(grep -E '^# SKIP: ' "$log" | tail -1 | awk '{print $3}')
+    if [ -z "$p" ]; then
+        echo "[$name] no test summary: the build or the harness failed"
+        failed=$((failed + 1)); failures+=("$name")
+        return
+    fi
+    passed=$((passed + p + ${x:-0})); failed=$((failed + ${f:-0} + ${e:-0})); skipped=$((skipped + ${s:-0}))
+    [ $((${f:-0} + ${e:-0})) -gt 0 ] && failures+=("$name")
+    grep -E '^(FAIL|ERROR|SKIP):' "$log" | sed "s/^/[$name] /"
+    echo "[$name] passed $((p + ${x:-0})), failed $((${f:-0} + ${e:-0})), skipped ${s:-0}"
+}
+
+# build NAME CONFIGURE-ARGS...: configure and build into _build/NAME.
+build() {
+    local name=$1; shift
+    local dir="$top/_build/$name"
+    mkdir -p "$dir" && cd "$dir" || return 1
+    if ! { "$top/configure" "$@" >configure.out 2>&1 && make -j"$jobs" >make.out 2>&1; }; then
+        echo "[$name] build failed:"; tail -30 configure.out make.out
+        return 1
+    fi
+    # Warning-free with -Wall -Wextra.
+    if grep -E 'warning:' make.out; then
+        echo "[$name] the build has warnings"
+        failed=$((failed + 1)); failures+=("$name-warnings")
+    fi
+}
+
+# check NAME [VAR=VALUE...]: run make check in the current build.
+check() {
+    local name=$1; shift
+    env "$@" make -j"$jobs" check >"check-$name.out" 2>&1
+    count "$name" "check-$name.out"
+}
+
+run_config() {
+    case $1 in
+    dso)
+        build dso || { failed=$((failed + 1)); failures+=(dso); return; }
+        check dso-linux OMPI_MCA_patcher=linux
+        check dso-overwrite OMPI_MCA_patcher=overwrite ;;
+    builtin)
+        build builtin --disable-dlopen || { failed=$((failed + 1)); failures+=(builtin); return; }
+        check builtin-linux OMPI_MCA_patcher=linux
+        check builtin-overwrite OMPI_MCA_patcher=overwrite ;;
+    static)
+        build static --enable-static --disable-shared || { failed=$((failed + 1)); failures+=(static); return; }
+        check static-overwrite OMPI_MCA_patcher=overwrite ;;
+    asan)
+        build asan --disable-dlopen --enable-debug \
+            CFLAGS="-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+            LDFLAGS="-fsanitize=address,undefined" || { failed=$((failed + 1)); failures+=(asan); return; }
+        check asan-overwrite OMPI_MCA_patcher=overwrite OPAL_TEST_SANITIZER=1 \
+            ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+        check asan-linux OMPI_MCA_patcher=linux OPAL_TEST_SANITIZER=1 \
+            ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 ;;
+    distcheck)
+        build distcheck || { failed=$((failed + 1)); failures+=(distcheck); return; }
+        if make -j"$jobs" distcheck >distcheck.out 2>&1; then
+            echo "[distcheck] passed"; passed=$((passed + 1))
+        else
+            echo "[distcheck] FAILED:"; tail -40 distcheck.out
+            failed=$((failed + 1)); failures+=(distcheck)
+        fi ;;
+    *) echo "unknown configuration '$1' (valid: dso builtin static asan distcheck)"; exit 2 ;;
+    esac
+}
+
+configs=("$@")
+[ ${#configs[@]} -eq 0 ] && configs=(dso builtin static asan distcheck)
+for c in "${configs[@]}"; do
+    echo "=== $c"
+    start=$(date +%s)
+    run_config "$c"
+    echo "=== $c took $(( $(date +%s) - start ))s"
+done
+[ ${#failures[@]} -gt 0 ] && echo "failed in: ${failures[*]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
