@@ -1,0 +1,119 @@
+/*
+ * Snapshots of everything a patcher may write: the first bytes of each
+ * definition of the intercepted functions, and every object's GOT
+ * (.got.plt and the RELRO segment holding .got).  Taken before setup and
+ * after the last finalize, they must be identical.  Run with LD_BIND_NOW=1
+ * so that lazy binding does not change .got.plt between the two.
+ */
+#ifndef OPAL_TEST_SNAPSHOT_H
+#define OPAL_TEST_SNAPSHOT_H
+
+#include <dlfcn.h>
+#include <gnu/lib-names.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SNAPSHOT_CODE_BYTES 32
+#define SNAPSHOT_MAX_REGIONS 512
+
+typedef struct snapshot_region_t {
+    uintptr_t addr;
+    size_t len;
+    unsigned char *bytes;
+} snapshot_region_t;
+
+typedef struct snapshot_t {
+    snapshot_region_t regions[SNAPSHOT_MAX_REGIONS];
+    int count;
+} snapshot_t;
+
+static const char *const snapshot_functions[] = {
+    "munmap", "mremap", "madvise", "mmap", "mmap64", "brk", "sbrk", "shmdt", "shmat",
+    "free", "realloc", "reallocarray", "malloc_trim", "dlopen", "dlclose", "dlsym", NULL,
+};
+
+static inline void snapshot_add(snapshot_t *s, uintptr_t addr, size_t len)
+{
+    if (0 == addr || 0 == len || s->count >= SNAPSHOT_MAX_REGIONS) {
+        return;
+    }
+    snapshot_region_t *r = &s->regions[s->count++];
+    r->addr = addr;
+    r->len = len;
+    r->bytes = malloc(len);
+    memcpy(r->bytes, (void *) addr, len);
+}
+
+static inline int snapshot_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    snapshot_t *s = arg;
+    (void) size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (PT_GNU_RELRO == ph->p_type) {
+            snapshot_add(s, info->dlpi_addr + ph->p_vaddr, ph->p_memsz);
+        }
+        if (PT_DYNAMIC == ph->p_type) {
+            const ElfW(Dyn) *dyn = (const ElfW(Dyn) *) (info->dlpi_addr + ph->p_vaddr);
+            uintptr_t pltgot = 0;
+            size_t pltrelsz = 0;
+            for (; dyn->d_tag != DT_NULL; dyn++) {
+                if (DT_PLTGOT == dyn->d_tag) {
+                    pltgot = dyn->d_un.d_ptr;
+                } else if (DT_PLTRELSZ == dyn->d_tag) {
+                    pltrelsz = dyn->d_un.d_val;
+                }
+            }
+            /* The loader already relocated DT_PLTGOT to an absolute address. */
+            if (pltgot && pltrelsz) {
+                snapshot_add(s, pltgot, (3 + pltrelsz / sizeof(ElfW(Rela))) * sizeof(void *));
+            }
+        }
+    }
+    return 0;
+}
+
+static inline void snapshot_take(snapshot_t *s)
+{
+    s->count = 0;
+    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+    for (int i = 0; snapshot_functions[i]; i++) {
+        snapshot_add(s, (uintptr_t) dlsym(RTLD_DEFAULT, snapshot_functions[i]), SNAPSHOT_CODE_BYTES);
+        if (libc) {
+            snapshot_add(s, (uintptr_t) dlsym(libc, snapshot_functions[i]), SNAPSHOT_CODE_BYTES);
+        }
+    }
+    if (libc) {
+        dlclose(libc);
+    }
+    dl_iterate_phdr(snapshot_object, s);
+}
+
+/* The number of regions whose bytes differ now from the snapshot (printed). */
+static inline int snapshot_diff(const snapshot_t *s, const char *when)
+{
+    int differ = 0;
+    for (int i = 0; i < s->count; i++) {
+        const snapshot_region_t *r = &s->regions[i];
+        if (memcmp(r->bytes, (void *) r->addr, r->len)) {
+            Dl_info info = {0};
+            dladdr((void *) r->addr, &info);
+            fprintf(stderr, "%s: %zu bytes at %#lx (%s) differ from the snapshot\n", when, r->len,
+                    (unsigned long) r->addr, info.dli_fname ? info.dli_fname : "?");
+            differ++;
+        }
+    }
+    return differ;
+}
+
+static inline void snapshot_free(snapshot_t *s)
+{
+    for (int i = 0; i < s->count; i++) {
+        free(s->regions[i].bytes);
+    }
+    s->count = 0;
+}
+
+#endif
