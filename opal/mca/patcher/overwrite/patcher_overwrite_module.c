@@ -1,0 +1,310 @@
+/*
+ * The overwrite patcher module, architecture independent: trampoline
+ * memory near each target, the patch records and their restore, page
+ * protection through the base.
+ *
+ * Each patched function gets one page within +-2 GiB of it:
+ *     [hop: absolute jump to the intercept][trampoline: displaced code, jump back]
+ * and the function's first bytes become a jump to the hop.  The page is
+ * written while private (read-write), then made read-execute before anything
+ * can jump to it, and never written again: threads may be running it.
+ *
+ * A restored patch keeps its page until patch_fini: a thread that entered
+ * the intercept before the restore may still call the trampoline.  Patching
+ * the same function again with the same intercept reuses it.
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
+#include "opal/util/output.h"
+
+/* Static executables may be linked without libdl: then there is no dlsym. */
+#pragma weak dlsym
+
+#define HOP_SLOT 16 /* the hop, padded; the trampoline follows */
+#define NEAR_LIMIT ((uintptr_t) 1 << 31)
+
+typedef struct overwrite_tramp_t {
+    struct overwrite_tramp_t *next;
+    unsigned char *page;  /* hop + trampoline, read-execute */
+    uintptr_t at;         /* the patch point */
+    uintptr_t intercept;
+    unsigned char orig[MCA_PATCHER_PATCH_MAX_BYTES]; /* the displaced bytes it relocates */
+    mca_patcher_overwrite_reloc_t reloc;
+    bool in_use;
+    bool abandoned;       /* someone patched over us: the page must stay */
+} overwrite_tramp_t;
+
+static pthread_mutex_t overwrite_lock = PTHREAD_MUTEX_INITIALIZER;
+static overwrite_tramp_t *tramps;
+
+static const mca_patcher_overwrite_arch_t *arch(void)
+{
+    return MCA_PATCHER_OVERWRITE_ARCH;
+}
+
+static bool near(uintptr_t a, uintptr_t b, size_t slack)
+{
+    uintptr_t d = a > b ? a - b : b - a;
+    return d + slack < NEAR_LIMIT;
+}
+
+/*
+ * A private page within +-2 GiB of target: try hints at growing distances
+ * below and above it (the kernel takes a free hint as is).
+ */
+static unsigned char *alloc_near(uintptr_t target, size_t page)
+{
+    const uintptr_t step = (uintptr_t) 1 << 24; /* 16 MiB */
+    for (uintptr_t d = step; d < NEAR_LIMIT; d += d < 64 * step ? step : 16 * step) {
+        for (int dir = -1; dir <= 1; dir += 2) {
+            uintptr_t hint = (dir < 0 ? target - d : target + d) & ~(page - 1);
+            if ((dir < 0 && target < d) || hint == 0) {
+                continue;
+            }
+            void *p = mmap((void *) hint, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                           -1, 0);
+            if (p == MAP_FAILED) {
+                continue;
+            }
+            if (near((uintptr_t) p, target, 2 * page)) {
+                return p;
+            }
+            munmap(p, page);
+        }
+    }
+    return NULL;
+}
+
+static int decline(const char *symbol, uintptr_t func, const char *why)
+{
+    opal_output("patcher overwrite: cannot patch %s at %p: %s", symbol ? symbol : "function",
+                (void *) func, why);
+    return OPAL_ERR_NOT_SUPPORTED;
+}
+
+/* Build the hop and trampoline for the patch point 'at' in a new near page. */
+static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_t intercept,
+                      overwrite_tramp_t **out)
+{
+    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    unsigned char *mem = alloc_near(at, page);
+    if (NULL == mem) {
+        return decline(symbol, func, "no free page within +-2 GiB for the trampoline");
+    }
+    overwrite_tramp_t *t = calloc(1, sizeof(*t));
+    if (NULL == t) {
+        munmap(mem, page);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    char why[160];
+    int rc = arch()->relocate(at, mem + HOP_SLOT, (uintptr_t) mem + HOP_SLOT, &t->reloc, why,
+                              sizeof(why));
+    if (OPAL_SUCCESS != rc) {
+        munmap(mem, page);
+        free(t);
+        return decline(symbol, func, why);
+    }
+    arch()->abs_jump(mem, intercept);
+    if (0 != mprotect(mem, page, PROT_READ | PROT_EXEC)) {
+        munmap(mem, page);
+        free(t);
+        return decline(symbol, func, "mprotect refused to make the trampoline executable (a W^X "
+                                     "policy?)");
+    }
+    t->page = mem;
+    t->at = at;
+    t->intercept = intercept;
+    memcpy(t->orig, (const void *) at, t->reloc.window);
+    *out = t;
+    return OPAL_SUCCESS;
+}
+
+/* A trampoline already built for this point and intercept, from the same bytes. */
+static overwrite_tramp_t *find_tramp(uintptr_t at, uintptr_t intercept)
+{
+    for (overwrite_tramp_t *t = tramps; t; t = t->next) {
+        if (!t->in_use && !t->abandoned && t->at == at && t->intercept == intercept &&
+            0 == memcmp(t->orig, (const void *) at, t->reloc.window)) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static void write_code(void *arg)
+{
+    arch()->code_write(arg);
+}
+
+static int write_patch(uintptr_t at, const unsigned char *bytes, size_t len, overwrite_tramp_t *t,
+                       bool patching, const char **reason)
+{
+    mca_patcher_overwrite_write_t w = {
+        .addr = at,
+        .bytes = bytes,
+        .len = len,
+        .tramp = (uintptr_t) t->page + HOP_SLOT,
+        .reloc = patching ? &t->reloc : NULL,
+    };
+    int rc = mca_patcher_base_with_writable(at, len, write_code, &w, reason);
+    if (OPAL_SUCCESS == rc && OPAL_SUCCESS != w.rc) {
+        *reason = w.reason;
+        rc = w.rc;
+    }
+    return rc;
+}
+
+static void overwrite_restore(mca_patcher_base_patch_t *patch)
+{
+    overwrite_tramp_t *t = patch->patch_component_data;
+    const char *reason = NULL;
+
+    pthread_mutex_lock(&overwrite_lock);
+    if (0 != memcmp((const void *) patch->patch_orig, patch->patch_data, patch->patch_data_size)) {
+        /* Another patcher wrote over our jump and may chain to it: leave both. */
+        opal_output("patcher overwrite: %s at %p was patched again by someone else; left as is",
+                    patch->patch_symbol ? patch->patch_symbol : "function",
+                    (void *) patch->patch_orig);
+        t->abandoned = true;
+    } else if (OPAL_SUCCESS != write_patch(patch->patch_orig, patch->patch_orig_data,
+                                           patch->patch_data_size, t, false, &reason)) {
+        opal_output("patcher overwrite: cannot restore %s at %p: %s",
+                    patch->patch_symbol ? patch->patch_symbol : "function",
+                    (void *) patch->patch_orig, reason);
+        t->abandoned = true;
+    }
+    t->in_use = false;
+    pthread_mutex_unlock(&overwrite_lock);
+}
+
+static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercept)
+{
+    const mca_patcher_overwrite_arch_t *a = arch();
+    mca_patcher_base_module_t *module = &mca_patcher_overwrite_module;
+    if (NULL == a) {
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    if (0 == func || 0 == intercept) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    size_t skip = a->patch_offset(func);
+    uintptr_t at = func + skip;
+
+    pthread_mutex_lock(&overwrite_lock);
+    overwrite_tramp_t *t = find_tramp(at, intercept);
+    int rc = OPAL_SUCCESS;
+    if (NULL == t) {
+        rc = make_tramp(symbol, func, at, intercept, &t);
+        if (OPAL_SUCCESS != rc) {
+            pthread_mutex_unlock(&overwrite_lock);
+            return rc;
+        }
+        t->next = tramps;
+        tramps = t;
+    }
+
+    mca_patcher_base_patch_t *patch = mca_patcher_base_patch_new();
+    if (NULL == patch) {
+        pthread_mutex_unlock(&overwrite_lock);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    patch->patch_symbol = symbol;
+    patch->patch_value = intercept;
+    patch->patch_func = func;
+    patch->patch_orig = at;
+    patch->patch_chain = (uintptr_t) t->page + HOP_SLOT;
+    patch->patch_data_size = (unsigned) a->jump_size;
+    patch->patch_how = skip ? "jmp rel32 after endbr64 to a near hop, trampoline"
+                            : "jmp rel32 at entry to a near hop, trampoline";
+    patch->patch_restore = overwrite_restore;
+    patch->patch_component_data = t;
+    memcpy(patch->patch_orig_data, (const void *) at, a->jump_size);
+    if (!a->entry_jump(patch->patch_data, at, (uintptr_t) t->page)) {
+        rc = decline(symbol, func, "the trampoline is out of jump range");
+    } else {
+        const char *reason = NULL;
+        rc = write_patch(at, patch->patch_data, a->jump_size, t, true, &reason);
+        if (OPAL_SUCCESS != rc) {
+            decline(symbol, func, reason);
+        }
+    }
+    if (OPAL_SUCCESS != rc) {
+        pthread_mutex_unlock(&overwrite_lock);
+        free(patch);
+        return rc;
+    }
+    t->in_use = true;
+    pthread_mutex_unlock(&overwrite_lock);
+    mca_patcher_base_patch_add(module, patch);
+    return OPAL_SUCCESS;
+}
+
+static int overwrite_patch_address(uintptr_t func_addr, uintptr_t new_addr)
+{
+    return patch_function(NULL, func_addr, new_addr);
+}
+
+static int overwrite_patch_symbol(const char *symbol, uintptr_t new_addr, uintptr_t *old_addr)
+{
+    if (NULL == symbol || NULL == old_addr) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    uintptr_t func = dlsym ? (uintptr_t) dlsym(RTLD_DEFAULT, symbol) : 0;
+    if (0 == func) {
+        return OPAL_ERR_NOT_FOUND;
+    }
+    int rc = patch_function(symbol, func, new_addr);
+    if (OPAL_SUCCESS == rc) {
+        *old_addr = mca_patcher_base_chain_of(&mca_patcher_overwrite_module, func);
+    }
+    return rc;
+}
+
+static int overwrite_patch_init(void)
+{
+    return OPAL_SUCCESS;
+}
+
+/* Every patch is restored by now: free the trampolines nobody can enter any more. */
+static int overwrite_patch_fini(void)
+{
+    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    pthread_mutex_lock(&overwrite_lock);
+    overwrite_tramp_t **link = &tramps;
+    while (*link) {
+        overwrite_tramp_t *t = *link;
+        if (t->abandoned || t->in_use) {
+            link = &t->next;
+            continue;
+        }
+        *link = t->next;
+        munmap(t->page, page);
+        free(t);
+    }
+    if (arch()) {
+        arch()->fini();
+    }
+    pthread_mutex_unlock(&overwrite_lock);
+    return OPAL_SUCCESS;
+}
+
+mca_patcher_base_module_t mca_patcher_overwrite_module = {
+    .patch_init = overwrite_patch_init,
+    .patch_fini = overwrite_patch_fini,
+    .patch_symbol = overwrite_patch_symbol,
+    .patch_address = overwrite_patch_address,
+    .patch_limits = "sees every caller of a patched function, including libc's internal calls; "
+                    "misses raw system calls made without calling it",
+};

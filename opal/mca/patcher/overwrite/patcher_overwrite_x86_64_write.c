@@ -1,0 +1,347 @@
+/*
+ * Writing the patch bytes while other threads may be running the function.
+ *
+ * Instruction fetch on another CPU can see a multi-byte change half done,
+ * and a thread can be stopped (preempted, or in the kernel) between two
+ * displaced instructions.  The rest of the patch must never be executed
+ * half written, so one of two protocols is used:
+ *
+ * (a) Single store.  The bytes lie in one aligned 8-byte word and, when
+ *     patching, no displaced instruction other than the first begins inside
+ *     them: one atomic 8-byte store replaces the first instruction whole.
+ *
+ * (b) int3 first, otherwise:
+ *     1. Store int3 (0xcc) over the first byte; sync cores.  A thread that
+ *        reaches the patch point now traps; our SIGTRAP handler sends it on
+ *        through the trampoline, which runs the displaced instructions as
+ *        they were (so a call made during the write is simply not yet
+ *        intercepted, or no longer).
+ *     2. Patching only, when a displaced instruction begins inside the
+ *        bytes to write: a thread may be stopped right there.  Every other
+ *        thread gets a SIGTRAP (rt_tgsigqueueinfo with our cookie); its
+ *        handler moves a PC found at such a boundary to the same
+ *        instruction's copy in the trampoline.  We wait for every answer.
+ *        (Restoring needs no such step: no thread stops inside a jmp.)
+ *     3. Store the bytes after the first; sync cores.
+ *     4. Store the first byte; sync cores.
+ *     A trap taken during 1-4 but delivered after 4 finds the first byte
+ *     final: the thread is re-run from the patch point.
+ *
+ * "Sync cores" is membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)
+ * where the kernel has it: every running thread of the process executes a
+ * serializing instruction before it returns, so none runs stale code.
+ *
+ * The SIGTRAP handler is installed at the first int3 write and kept until
+ * the patcher's fini (a trap in flight must still find it); SIGTRAPs that
+ * are not ours go to the handler that was there before.  Limits: a thread
+ * that blocks SIGTRAP and reaches the int3 is killed by the kernel; under a
+ * debugger the int3 stops the program (continue passes it to us).
+ */
+#include "opal_config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/ucontext.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_x86_64.h"
+
+#define INT3 0xcc
+#define MAX_POINTS 64          /* patch points the handler knows at once */
+#define ANSWER_TIMEOUT_NS 2000000000L
+
+/* A patch point the SIGTRAP handler must recognise. */
+typedef struct trap_point_t {
+    _Atomic uintptr_t addr;
+    _Atomic uintptr_t tramp;
+    mca_patcher_overwrite_reloc_t reloc; /* boundaries to move threads off (patching) */
+    _Atomic bool move_boundaries;
+} trap_point_t;
+
+static trap_point_t points[MAX_POINTS];
+static _Atomic unsigned npoints;
+static int cookie; /* its address marks our own SIGTRAPs */
+static struct sigaction prev_action;
+static bool handler_installed;
+static int sync_core_state; /* 0 unknown, 1 registered, -1 unavailable */
+
+/* Threads asked to run the handler in step 2, and which have. */
+static pid_t *asked;
+static _Atomic bool *answered;
+static _Atomic int nasked; /* published once asked[] is filled */
+
+static void note_answer(void)
+{
+    pid_t self = (pid_t) syscall(SYS_gettid);
+    int n = atomic_load(&nasked);
+    for (int k = 0; k < n; k++) {
+        if (asked[k] == self) {
+            atomic_store(&answered[k], true);
+        }
+    }
+}
+
+static void sync_cores(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (sync_core_state == 0) {
+        sync_core_state = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE,
+                                  0, 0) == 0 ? 1 : -1;
+    }
+    if (sync_core_state == 1) {
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
+    }
+}
+
+/* Hand a SIGTRAP that is not ours to whatever handled SIGTRAP before. */
+static void forward(int sig, siginfo_t *info, void *uc)
+{
+    if (prev_action.sa_flags & SA_SIGINFO) {
+        prev_action.sa_sigaction(sig, info, uc);
+    } else if (prev_action.sa_handler == SIG_IGN) {
+        return;
+    } else if (prev_action.sa_handler != SIG_DFL) {
+        prev_action.sa_handler(sig);
+    } else {
+        /* Default action (core dump): restore it and take the signal again. */
+        signal(SIGTRAP, SIG_DFL);
+        raise(SIGTRAP);
+    }
+}
+
+static void trap_handler(int sig, siginfo_t *info, void *ucv)
+{
+    ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t) uc->uc_mcontext.gregs[REG_RIP];
+    unsigned n = atomic_load(&npoints);
+    bool ours = info->si_code == SI_QUEUE && info->si_value.sival_ptr == &cookie;
+
+    for (unsigned k = 0; k < n && k < MAX_POINTS; k++) {
+        uintptr_t addr = atomic_load(&points[k].addr);
+        if (addr == 0) {
+            continue;
+        }
+        if (!ours && info->si_code == SI_KERNEL && pc == addr + 1) {
+            /* Our int3: through the trampoline while it is there, else run again. */
+            bool int3 = *(volatile const unsigned char *) addr == INT3;
+            uc->uc_mcontext.gregs[REG_RIP] = (greg_t) (int3 ? atomic_load(&points[k].tramp) : addr);
+            return;
+        }
+        if (ours && atomic_load(&points[k].move_boundaries) && pc > addr) {
+            const mca_patcher_overwrite_reloc_t *r = &points[k].reloc;
+            for (unsigned i = 1; i < r->insns; i++) {
+                if (pc == addr + r->insn_offset[i]) {
+                    uc->uc_mcontext.gregs[REG_RIP] =
+                        (greg_t) (atomic_load(&points[k].tramp) + r->tramp_offset[i]);
+                }
+            }
+        }
+    }
+    if (ours) {
+        note_answer();
+        return;
+    }
+    forward(sig, info, ucv);
+}
+
+static int install_handler(void)
+{
+    if (handler_installed) {
+        return 0;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = trap_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTRAP, &sa, &prev_action) != 0) {
+        return -1;
+    }
+    handler_installed = true;
+    return 0;
+}
+
+/* The handler's record for addr, made if new. */
+static trap_point_t *point_for(uintptr_t addr)
+{
+    unsigned n = atomic_load(&npoints);
+    for (unsigned k = 0; k < n; k++) {
+        if (atomic_load(&points[k].addr) == addr) {
+            return &points[k];
+        }
+    }
+    if (n == MAX_POINTS) {
+        return NULL;
+    }
+    atomic_store(&points[n].addr, addr);
+    atomic_store(&npoints, n + 1);
+    return &points[n];
+}
+
+static bool ask(pid_t pid, pid_t tid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    si.si_signo = SIGTRAP;
+    si.si_code = SI_QUEUE;
+    si.si_pid = pid;
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = &cookie;
+    /* ESRCH: the thread has exited meanwhile; nothing to move. */
+    return syscall(SYS_rt_tgsigqueueinfo, pid, tid, SIGTRAP, &si) == 0 || errno != ESRCH;
+}
+
+/*
+ * Step 2: every other thread runs the handler once.  A SIGTRAP sent while
+ * the thread already has one pending (its own int3 trap) is merged into
+ * that one, so unanswered threads are asked again every millisecond.
+ * Returns false if one did not answer in time (SIGTRAP blocked, or
+ * stopped).
+ */
+static bool move_threads_off(void)
+{
+    pid_t pid = getpid(), self = (pid_t) syscall(SYS_gettid);
+    int cap = 0, n = 0;
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir) {
+        return false;
+    }
+    struct dirent *de;
+    atomic_store(&nasked, 0);
+    while ((de = readdir(dir)) != NULL) {
+        pid_t tid = (pid_t) atoi(de->d_name);
+        if (tid <= 0 || tid == self) {
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            pid_t *t = realloc(asked, cap * sizeof(*t));
+            _Atomic bool *a = realloc((void *) answered, cap * sizeof(*a));
+            if (t) {
+                asked = t;
+            }
+            if (a) {
+                answered = a;
+            }
+            if (!t || !a) {
+                closedir(dir);
+                return false;
+            }
+        }
+        atomic_store(&answered[n], false);
+        asked[n++] = tid;
+    }
+    closedir(dir);
+    atomic_store(&nasked, n);
+
+    struct timespec start, now, pause = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        bool all = true;
+        for (int k = 0; k < n; k++) {
+            if (!atomic_load(&answered[k]) && ask(pid, asked[k])) {
+                all = false;
+            }
+        }
+        if (all) {
+            break;
+        }
+        nanosleep(&pause, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >
+            ANSWER_TIMEOUT_NS) {
+            atomic_store(&nasked, 0);
+            return false;
+        }
+    }
+    atomic_store(&nasked, 0);
+    return true;
+}
+
+static void store_byte(uintptr_t at, unsigned char v)
+{
+    __atomic_store_n((unsigned char *) at, v, __ATOMIC_RELEASE);
+}
+
+void mca_patcher_overwrite_x86_64_code_write(mca_patcher_overwrite_write_t *w)
+{
+    const mca_patcher_overwrite_reloc_t *r = w->reloc;
+    bool inner_boundary = false;
+    for (unsigned i = 1; r && i < r->insns; i++) {
+        inner_boundary |= r->insn_offset[i] < w->len;
+    }
+    w->rc = OPAL_SUCCESS;
+    w->reason = NULL;
+
+    /* (a) one aligned 8-byte store */
+    uintptr_t word = w->addr & ~(uintptr_t) 7;
+    if (!inner_boundary && w->addr + w->len <= word + 8) {
+        uint64_t v = __atomic_load_n((uint64_t *) word, __ATOMIC_ACQUIRE);
+        memcpy((unsigned char *) &v + (w->addr - word), w->bytes, w->len);
+        __atomic_store_n((uint64_t *) word, v, __ATOMIC_SEQ_CST);
+        sync_cores();
+        return;
+    }
+
+    /* (b) int3 first */
+    trap_point_t *p = point_for(w->addr);
+    if (p == NULL || install_handler() != 0) {
+        w->rc = OPAL_ERR_OUT_OF_RESOURCE;
+        w->reason = "cannot install the SIGTRAP handler that guards the code write";
+        return;
+    }
+    atomic_store(&p->move_boundaries, false);
+    atomic_store(&p->tramp, w->tramp);
+    if (r) {
+        p->reloc = *r;
+    }
+    unsigned char first = *(volatile unsigned char *) w->addr;
+
+    store_byte(w->addr, INT3);                                     /* 1 */
+    sync_cores();
+    if (inner_boundary) {                                          /* 2 */
+        atomic_store(&p->move_boundaries, true);
+        bool moved = move_threads_off();
+        atomic_store(&p->move_boundaries, false);
+        if (!moved) {
+            store_byte(w->addr, first);
+            sync_cores();
+            w->rc = OPAL_ERR_NOT_SUPPORTED;
+            w->reason = "a thread did not answer the SIGTRAP that moves it off the bytes to "
+                        "patch (SIGTRAP blocked?)";
+            return;
+        }
+    }
+    for (size_t k = 1; k < w->len; k++) {                          /* 3 */
+        store_byte(w->addr + k, w->bytes[k]);
+    }
+    sync_cores();
+    store_byte(w->addr, w->bytes[0]);                              /* 4 */
+    sync_cores();
+}
+
+void mca_patcher_overwrite_x86_64_write_fini(void)
+{
+    if (handler_installed) {
+        sigaction(SIGTRAP, &prev_action, NULL);
+        handler_installed = false;
+    }
+    for (unsigned k = 0; k < MAX_POINTS; k++) {
+        atomic_store(&points[k].addr, 0);
+    }
+    atomic_store(&npoints, 0);
+    free(asked);
+    free((void *) answered);
+    asked = NULL;
+    answered = NULL;
+}

@@ -1,0 +1,315 @@
+/*
+ * Relocation, patch/restore and W^X tests of the overwrite patcher, with
+ * hand-assembled prologues (glibc-like, another patcher's jumps, jcc,
+ * jrcxz, call, RIP-relative, endbr64) and C functions compiled with
+ * -fcf-protection=full: the intercept must run AND chain to the original
+ * result.  Functions it cannot patch must be declined with their bytes
+ * untouched.  Finally a libc function is patched and restored.
+ */
+#include "opal_config.h"
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "test/mca/patcher/overwrite/overwrite_test_util.h"
+
+typedef long (*fn6_t)(long, long, long, long, long, long);
+
+static mca_patcher_base_module_t *patcher;
+static fn6_t chain;
+static int intercepted;
+
+/* The intercept: count, then run what was there before. */
+static long intercept(long a, long b, long c, long d, long e, long f)
+{
+    intercepted++;
+    return chain(a, b, c, d, e, f);
+}
+
+/* Used by C targets: built with -fcf-protection=full, so they begin with endbr64. */
+__attribute__((noinline)) long cf_target(long x)
+{
+    __asm__ volatile("" ::: "memory");
+    return x * 3 + 1;
+}
+
+__attribute__((noinline)) static long cf_static_target(long x)
+{
+    __asm__ volatile("" ::: "memory");
+    return x * 5 - 2;
+}
+
+typedef struct {
+    unsigned char snap[32];
+    int prot;
+} code_state_t;
+
+static void snapshot(uintptr_t addr, code_state_t *s)
+{
+    memcpy(s->snap, (void *) addr, sizeof(s->snap));
+    CHECK(OPAL_SUCCESS == mca_patcher_base_page_protection(addr, &s->prot));
+}
+
+static void check_unchanged(const char *name, uintptr_t addr, const code_state_t *s)
+{
+    int prot = -1;
+    CHECK_MSG(0 == memcmp(s->snap, (void *) addr, sizeof(s->snap)), "%s: code bytes differ", name);
+    CHECK(OPAL_SUCCESS == mca_patcher_base_page_protection(addr, &prot));
+    CHECK_MSG(prot == s->prot, "%s: protection %d, was %d", name, prot, s->prot);
+}
+
+/*
+ * Patch f, call it with each argument set: the intercept must run once per
+ * call and the result must be the original's.  Then restore and compare.
+ */
+static void check_patch(const char *name, void *f, const long args[][6], int nargs,
+                        size_t expect_skip)
+{
+    fn6_t fn = (fn6_t) f;
+    long expect[8];
+    code_state_t before;
+    for (int i = 0; i < nargs; i++) {
+        expect[i] = fn(args[i][0], args[i][1], args[i][2], args[i][3], args[i][4], args[i][5]);
+    }
+    snapshot((uintptr_t) f, &before);
+
+    int rc = patcher->patch_address((uintptr_t) f, (uintptr_t) intercept);
+    CHECK_MSG(OPAL_SUCCESS == rc, "%s: patch_address returned %d", name, rc);
+    if (OPAL_SUCCESS != rc) {
+        return;
+    }
+    chain = (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) f);
+    CHECK_MSG(NULL != chain, "%s: no chain recorded", name);
+    mca_patcher_base_patch_t *p = (mca_patcher_base_patch_t *) opal_list_get_last(&patcher->patch_list);
+    CHECK_MSG(p->patch_orig == (uintptr_t) f + expect_skip, "%s: patched at +%ld, expected +%zu",
+              name, (long) (p->patch_orig - (uintptr_t) f), expect_skip);
+    CHECK(p->patch_how && p->patch_restore && p->patch_data_size == 5);
+    CHECK(0 == memcmp((void *) p->patch_orig, p->patch_data, p->patch_data_size));
+    int prot = -1;
+    CHECK(OPAL_SUCCESS == mca_patcher_base_page_protection((uintptr_t) f, &prot) &&
+          prot == before.prot);
+
+    for (int i = 0; i < nargs; i++) {
+        intercepted = 0;
+        long got = fn(args[i][0], args[i][1], args[i][2], args[i][3], args[i][4], args[i][5]);
+        CHECK_MSG(intercepted == 1, "%s: intercept ran %d times", name, intercepted);
+        CHECK_MSG(got == expect[i], "%s (args %d): got %ld, original gives %ld", name, i, got,
+                  expect[i]);
+    }
+    mca_patcher_base_restore_patches(patcher, NULL, NULL);
+    check_unchanged(name, (uintptr_t) f, &before);
+    intercepted = 0;
+    CHECK_MSG(fn(args[0][0], args[0][1], args[0][2], args[0][3], args[0][4], args[0][5]) ==
+                  expect[0] && intercepted == 0,
+              "%s: not back to the original after restore", name);
+}
+
+static void check_decline(const char *name, void *f)
+{
+    code_state_t before;
+    snapshot((uintptr_t) f, &before);
+    int rc = patcher->patch_address((uintptr_t) f, (uintptr_t) intercept);
+    CHECK_MSG(OPAL_ERR_NOT_SUPPORTED == rc, "%s: expected a decline, got %d", name, rc);
+    CHECK_MSG(opal_list_is_empty(&patcher->patch_list), "%s: a patch was recorded", name);
+    check_unchanged(name, (uintptr_t) f, &before);
+}
+
+/* Hand-assembled targets (System V ABI: rdi, rsi, rdx, rcx, r8, r9 -> rax). */
+static const unsigned char base_fn[] = {      /* f(x) = x + 42, like munmap's entry */
+    0xb8, 0x2a, 0x00, 0x00, 0x00,             /* mov $42,%eax */
+    0x01, 0xf8,                               /* add %edi,%eax */
+    0xc3,                                     /* ret */
+};
+static const unsigned char mmap_like[] = {    /* like mmap: x+1, or x+2 when r9 & 0xfff */
+    0x41, 0x89, 0xca,                         /* mov %ecx,%r10d */
+    0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00, /* test $0xfff,%r9d */
+    0x75, 0x05,                               /* jne +5 */
+    0x48, 0x8d, 0x47, 0x01,                   /* lea 1(%rdi),%rax */
+    0xc3,                                     /* ret */
+    0x48, 0x8d, 0x47, 0x02,                   /* lea 2(%rdi),%rax */
+    0xc3,                                     /* ret */
+};
+static const unsigned char jcc_rel8[] = {     /* x ? x+5 : 7 */
+    0x85, 0xff,                               /* test %edi,%edi */
+    0x74, 0x04,                               /* je +4 */
+    0x8d, 0x47, 0x05,                         /* lea 5(%rdi),%eax */
+    0xc3,                                     /* ret */
+    0x8d, 0x47, 0x07,                         /* lea 7(%rdi),%eax */
+    0xc3,                                     /* ret */
+};
+static const unsigned char jrcxz_fn[] = {     /* rcx ? x+1 : x+9 */
+    0xe3, 0x04,                               /* jrcxz +4 */
+    0x8d, 0x47, 0x01,                         /* lea 1(%rdi),%eax */
+    0xc3,                                     /* ret */
+    0x8d, 0x47, 0x09,                         /* lea 9(%rdi),%eax */
+    0xc3,                                     /* ret */
+};
+static const unsigned char push_sub[] = {     /* x + 3, with a frame */
+    0x53,                                     /* push %rbx */
+    0x48, 0x83, 0xec, 0x10,                   /* sub $0x10,%rsp */
+    0x8d, 0x47, 0x03,                         /* lea 3(%rdi),%eax */
+    0x48, 0x83, 0xc4, 0x10,                   /* add $0x10,%rsp */
+    0x5b,                                     /* pop %rbx */
+    0xc3,                                     /* ret */
+};
+static const unsigned char endbr_fn[] = {     /* endbr64, then x + 42 */
+    0xf3, 0x0f, 0x1e, 0xfa,                   /* endbr64 */
+    0xb8, 0x2a, 0x00, 0x00, 0x00,             /* mov $42,%eax */
+    0x01, 0xf8,                               /* add %edi,%eax */
+    0xc3,                                     /* ret */
+};
+static const unsigned char too_short[] = {0x31, 0xc0, 0xc3};              /* xor; ret */
+static const unsigned char int3_inside[] = {0x90, 0xcc, 0x90, 0x90, 0x90, 0xc3};
+static const unsigned char into_window[] = {0x90, 0x90, 0x75, 0xfd, 0x90, 0xc3}; /* jne +1 */
+static const unsigned char unknown_op[] = {0x90, 0x0f, 0x0f, 0xc0, 0xb4, 0x90, 0xc3}; /* 3DNow! */
+static const unsigned char jmp_short[] = {0xeb, 0x10, 0x90, 0x90, 0x90, 0xc3};
+
+/*
+ * W^X: in a child whose seccomp filter makes every mprotect that asks for
+ * PROT_WRITE fail with EPERM, patching must decline cleanly, bytes and
+ * protection untouched.
+ */
+static void check_wx_decline(void *f)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sock_filter filter[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mprotect, 0, 3),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+            BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_WRITE, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]), .filter = filter};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+            _exit(77);
+        }
+        check_decline("mprotect refused (W^X)", f);
+        _exit(test_failures ? 1 : 0);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        printf("note: seccomp unavailable, W^X decline not tested\n");
+        return;
+    }
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "W^X child: status 0x%x (crashed or failed)", status);
+}
+
+int main(void)
+{
+    patcher = overwrite_test_setup();
+    code_page_t cp;
+    code_page_init(&cp);
+
+    unsigned char *base = code_page_add(&cp, base_fn, sizeof(base_fn), 0);
+    unsigned char *mmapl = code_page_add(&cp, mmap_like, sizeof(mmap_like), 0);
+    unsigned char *jcc = code_page_add(&cp, jcc_rel8, sizeof(jcc_rel8), 0);
+    unsigned char *jrcxz = code_page_add(&cp, jrcxz_fn, sizeof(jrcxz_fn), 0);
+    unsigned char *frame = code_page_add(&cp, push_sub, sizeof(push_sub), 0);
+    unsigned char *endbr = code_page_add(&cp, endbr_fn, sizeof(endbr_fn), 0);
+    /* Misaligned copies: the 5 bytes straddle an 8-byte word (int3 protocol). */
+    unsigned char *base_odd = code_page_add(&cp, base_fn, sizeof(base_fn), 5);
+
+    /* RIP-relative load of a constant placed at a fixed spot in the page. */
+    int32_t konst = 1000;
+    memcpy(cp.base + 0x800, &konst, sizeof(konst));
+    unsigned char riprel[] = {0x8b, 0x05, 0, 0, 0, 0, /* mov disp32(%rip),%eax */
+                              0x01, 0xf8, 0xc3};      /* add %edi,%eax; ret */
+    unsigned char *rip = cp.base + ((cp.used + 15) & ~(size_t) 15);
+    int32_t disp = (int32_t) (cp.base + 0x800 - (rip + 6));
+    memcpy(riprel + 2, &disp, sizeof(disp));
+    code_page_add(&cp, riprel, sizeof(riprel), 0);
+
+    /* A call rel32 in the window: base(x) + 1. */
+    unsigned char callfn[] = {0x48, 0x83, 0xec, 0x08, /* sub $8,%rsp (align) */
+                              0xe8, 0, 0, 0, 0,       /* call base */
+                              0x83, 0xc0, 0x01,       /* add $1,%eax */
+                              0x48, 0x83, 0xc4, 0x08, /* add $8,%rsp */
+                              0xc3};
+    unsigned char *call = cp.base + ((cp.used + 15) & ~(size_t) 15);
+    int32_t crel = (int32_t) (base - (call + 9));
+    memcpy(callfn + 5, &crel, sizeof(crel));
+    code_page_add(&cp, callfn, sizeof(callfn), 0);
+
+    /* Another patcher's entry jumps, as UCX writes them: jmp rel32 and movabs/jmp *%r11. */
+    unsigned char ucx_rel[5] = {0xe9};
+    unsigned char *ucx1 = cp.base + ((cp.used + 15) & ~(size_t) 15);
+    int32_t urel = (int32_t) (base - (ucx1 + 5));
+    memcpy(ucx_rel + 1, &urel, sizeof(urel));
+    code_page_add(&cp, ucx_rel, sizeof(ucx_rel), 0);
+    unsigned char ucx_abs[13] = {0x49, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0, 0x41, 0xff, 0xe3};
+    uint64_t target = (uint64_t) (uintptr_t) base;
+    memcpy(ucx_abs + 2, &target, sizeof(target));
+    unsigned char *ucx2 = code_page_add(&cp, ucx_abs, sizeof(ucx_abs), 0);
+
+    unsigned char *d_short = code_page_add(&cp, too_short, sizeof(too_short), 0);
+    unsigned char *d_int3 = code_page_add(&cp, int3_inside, sizeof(int3_inside), 0);
+    unsigned char *d_window = code_page_add(&cp, into_window, sizeof(into_window), 0);
+    unsigned char *d_unknown = code_page_add(&cp, unknown_op, sizeof(unknown_op), 0);
+    unsigned char *d_jmp = code_page_add(&cp, jmp_short, sizeof(jmp_short), 0);
+    code_page_seal(&cp);
+
+    const long one[][6] = {{7, 0, 0, 0, 0, 0}};
+    const long two[][6] = {{7, 0, 0, 0, 0, 0}, {7, 0, 0, 0, 0, 1}};
+    const long zero_or_not[][6] = {{0, 0, 0, 0, 0, 0}, {9, 0, 0, 0, 0, 0}};
+    const long rcx[][6] = {{4, 0, 0, 0, 0, 0}, {4, 0, 0, 1, 0, 0}};
+
+    check_patch("mov $imm,%eax (munmap-like)", base, one, 1, 0);
+    check_patch("mov %ecx,%r10d; test; jne (mmap-like)", mmapl, two, 2, 0);
+    check_patch("test; je rel8", jcc, zero_or_not, 2, 0);
+    check_patch("jrcxz rel8", jrcxz, rcx, 2, 0);
+    check_patch("push; sub $imm,%rsp", frame, one, 1, 0);
+    check_patch("endbr64 first", endbr, one, 1, 4);
+    check_patch("misaligned mov $imm,%eax", base_odd, one, 1, 0);
+    check_patch("rip-relative load", rip, one, 1, 0);
+    check_patch("call rel32", call, one, 1, 0);
+    check_patch("UCX-style jmp rel32", ucx1, one, 1, 0);
+    check_patch("UCX-style movabs %r11; jmp *%r11", ucx2, one, 1, 0);
+    check_patch("C, -fcf-protection=full", (void *) cf_target, one, 1, 4);
+    check_patch("C static, -fcf-protection=full", (void *) cf_static_target, one, 1, 4);
+
+    check_decline("too short (ret)", d_short);
+    check_decline("int3 inside the window", d_int3);
+    check_decline("branch into the window", d_window);
+    check_decline("unknown opcode", d_unknown);
+    check_decline("jmp rel8 ends it early", d_jmp);
+    check_wx_decline(base);
+
+    /* Stacking on ourselves: patch twice, restore both (newest first). */
+    code_state_t before;
+    snapshot((uintptr_t) base, &before);
+    CHECK(OPAL_SUCCESS == patcher->patch_address((uintptr_t) base, (uintptr_t) intercept));
+    CHECK(OPAL_SUCCESS == patcher->patch_address((uintptr_t) base, (uintptr_t) intercept));
+    CHECK(2 == opal_list_get_size(&patcher->patch_list));
+    mca_patcher_base_restore_patches(patcher, NULL, NULL);
+    check_unchanged("patched twice", (uintptr_t) base, &before);
+
+    /* A libc function, by symbol: the chain is returned as old_addr. */
+    uintptr_t old = 0;
+    void *libc_munmap = (void *) munmap;
+    snapshot((uintptr_t) libc_munmap, &before);
+    int rc = patcher->patch_symbol("munmap", (uintptr_t) intercept, &old);
+    CHECK_MSG(OPAL_SUCCESS == rc && old != 0, "patch_symbol(munmap): %d", rc);
+    if (OPAL_SUCCESS == rc) {
+        chain = (fn6_t) old;
+        void *m = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        intercepted = 0;
+        CHECK(0 == munmap(m, 4096) && 1 == intercepted);
+        CHECK(-1 == munmap((void *) 1, 4096) && EINVAL == errno && 2 == intercepted);
+        mca_patcher_base_restore_patches(patcher, NULL, NULL);
+        check_unchanged("libc munmap", (uintptr_t) libc_munmap, &before);
+    }
+    CHECK(OPAL_ERR_NOT_FOUND ==
+          patcher->patch_symbol("no_such_symbol_anywhere", (uintptr_t) intercept, &old));
+
+    opal_finalize_util();
+    return test_finish("overwrite_reloc_test");
+}

@@ -1,0 +1,80 @@
+/*
+ * Shared by the overwrite patcher tests: select the overwrite component
+ * through the framework (DSO or built in, as configured), and place
+ * hand-assembled functions in executable memory.
+ */
+#ifndef OVERWRITE_TEST_UTIL_H
+#define OVERWRITE_TEST_UTIL_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/runtime/opal.h"
+#include "test/support/test_util.h"
+
+#if !defined(__x86_64__)
+#define OVERWRITE_TEST_REQUIRE_ARCH() TEST_SKIP("the overwrite patcher has no instructions for this architecture")
+#else
+#define OVERWRITE_TEST_REQUIRE_ARCH() do { } while (0)
+#endif
+
+/* opal_init_util with patcher=overwrite, and the selected module. */
+static inline mca_patcher_base_module_t *overwrite_test_setup(void)
+{
+    OVERWRITE_TEST_REQUIRE_ARCH();
+    setenv("OMPI_MCA_patcher", "overwrite", 1);
+    if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
+        fprintf(stderr, "FAIL: opal_init_util\n");
+        exit(1);
+    }
+    if (OPAL_SUCCESS != mca_patcher_base_select() || NULL == opal_patcher ||
+        0 != strcmp(opal_patcher->super.module_component->mca_component_name, "overwrite")) {
+        fprintf(stderr, "FAIL: the overwrite component was not selected\n");
+        exit(1);
+    }
+    return opal_patcher;
+}
+
+/* A page of hand-assembled code: write while RW, then make it RX. */
+typedef struct code_page_t {
+    unsigned char *base;
+    size_t used;
+} code_page_t;
+
+static inline void code_page_init(code_page_t *cp)
+{
+    cp->base = mmap(NULL, 2 * (size_t) sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (cp->base == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    memset(cp->base, 0xcc, 2 * (size_t) sysconf(_SC_PAGESIZE));
+    cp->used = 0;
+}
+
+/* Place bytes at the next 16-byte aligned spot (plus 'misalign'); returns their address. */
+static inline unsigned char *code_page_add(code_page_t *cp, const void *bytes, size_t len,
+                                           size_t misalign)
+{
+    cp->used = ((cp->used + 15) & ~(size_t) 15) + misalign;
+    unsigned char *at = cp->base + cp->used;
+    memcpy(at, bytes, len);
+    cp->used += len;
+    return at;
+}
+
+static inline void code_page_seal(code_page_t *cp)
+{
+    if (mprotect(cp->base, 2 * (size_t) sysconf(_SC_PAGESIZE), PROT_READ | PROT_EXEC)) {
+        perror("mprotect");
+        exit(1);
+    }
+}
+
+#endif

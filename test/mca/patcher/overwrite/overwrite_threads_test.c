@@ -1,0 +1,117 @@
+/*
+ * Patching and restoring while other threads call the function: 4 threads
+ * call two targets in a loop (one patched with a single 8-byte store, one
+ * whose displaced instructions need the int3 protocol with threads moved
+ * off the bytes) while the main thread patches and restores both 200
+ * times.  Every call must return the original's value, nothing may crash,
+ * and the intercepts must have run.
+ */
+#include "opal_config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "test/mca/patcher/overwrite/overwrite_test_util.h"
+
+#define THREADS 4
+#define ROUNDS 200
+
+typedef long (*fn6_t)(long, long, long, long, long, long);
+
+static fn6_t chain_simple, chain_mmap;
+static atomic_long hits, calls, wrong;
+static atomic_bool stop;
+
+static long intercept_simple(long a, long b, long c, long d, long e, long f)
+{
+    atomic_fetch_add_explicit(&hits, 1, memory_order_relaxed);
+    return chain_simple(a, b, c, d, e, f);
+}
+
+static long intercept_mmap(long a, long b, long c, long d, long e, long f)
+{
+    atomic_fetch_add_explicit(&hits, 1, memory_order_relaxed);
+    return chain_mmap(a, b, c, d, e, f);
+}
+
+static const unsigned char simple_fn[] = {  /* x + 42 */
+    0xb8, 0x2a, 0x00, 0x00, 0x00, 0x01, 0xf8, 0xc3,
+};
+static const unsigned char mmap_like[] = {  /* x+1, or x+2 when r9 & 0xfff */
+    0x41, 0x89, 0xca, 0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00, 0x75, 0x05,
+    0x48, 0x8d, 0x47, 0x01, 0xc3, 0x48, 0x8d, 0x47, 0x02, 0xc3,
+};
+
+static fn6_t simple, mmapl;
+
+static void *caller(void *arg)
+{
+    long seed = (long) (uintptr_t) arg;
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (long i = 0; i < 64; i++) {
+            long x = seed * 1000 + i;
+            long r9 = i & 1;
+            if (simple(x, 0, 0, 0, 0, 0) != x + 42 || mmapl(x, 0, 0, 0, 0, r9) != x + 1 + r9) {
+                atomic_fetch_add(&wrong, 1);
+            }
+            atomic_fetch_add_explicit(&calls, 2, memory_order_relaxed);
+        }
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    mca_patcher_base_module_t *patcher = overwrite_test_setup();
+    code_page_t cp;
+    code_page_init(&cp);
+    simple = (fn6_t) code_page_add(&cp, simple_fn, sizeof(simple_fn), 0);
+    mmapl = (fn6_t) code_page_add(&cp, mmap_like, sizeof(mmap_like), 0);
+    code_page_seal(&cp);
+    unsigned char snap_simple[16], snap_mmap[16];
+    memcpy(snap_simple, (void *) simple, sizeof(snap_simple));
+    memcpy(snap_mmap, (void *) mmapl, sizeof(snap_mmap));
+
+    /* Learn the chains first: a caller may enter an intercept before
+     * patch_address returns.  Re-patching reuses the same trampolines. */
+    CHECK(OPAL_SUCCESS == patcher->patch_address((uintptr_t) simple, (uintptr_t) intercept_simple));
+    CHECK(OPAL_SUCCESS == patcher->patch_address((uintptr_t) mmapl, (uintptr_t) intercept_mmap));
+    chain_simple = (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) simple);
+    chain_mmap = (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) mmapl);
+    mca_patcher_base_restore_patches(patcher, NULL, NULL);
+
+    pthread_t th[THREADS];
+    for (long t = 0; t < THREADS; t++) {
+        CHECK(0 == pthread_create(&th[t], NULL, caller, (void *) (uintptr_t) (t + 1)));
+    }
+    int failures = 0;
+    for (int round = 0; round < ROUNDS && failures == 0; round++) {
+        int rc1 = patcher->patch_address((uintptr_t) simple, (uintptr_t) intercept_simple);
+        int rc2 = patcher->patch_address((uintptr_t) mmapl, (uintptr_t) intercept_mmap);
+        if (OPAL_SUCCESS != rc1 || OPAL_SUCCESS != rc2 ||
+            chain_simple != (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) simple) ||
+            chain_mmap != (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) mmapl)) {
+            fprintf(stderr, "FAIL: round %d: patch_address returned %d, %d, or a new chain\n",
+                    round, rc1, rc2);
+            failures++;
+        }
+        /* Let the callers run through the patched code for a moment. */
+        long seen = atomic_load(&calls);
+        while (atomic_load(&calls) < seen + 2 * THREADS) {
+            sched_yield();
+        }
+        mca_patcher_base_restore_patches(patcher, NULL, NULL);
+    }
+    atomic_store(&stop, true);
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+    }
+    test_failures += failures;
+    printf("%ld calls, %ld intercepted, %ld wrong\n", (long) calls, (long) hits, (long) wrong);
+    CHECK_MSG(wrong == 0, "%ld calls returned a wrong value", (long) wrong);
+    CHECK_MSG(hits > 0, "the intercepts never ran");
+    CHECK(0 == memcmp(snap_simple, (void *) simple, sizeof(snap_simple)));
+    CHECK(0 == memcmp(snap_mmap, (void *) mmapl, sizeof(snap_mmap)));
+    opal_finalize_util();
+    return test_finish("overwrite_threads_test");
+}
