@@ -136,14 +136,13 @@ int opal_mem_hooks_install_alloc_intercepts(void)
         return OPAL_SUCCESS;
     }
     for (size_t i = 0; i < sizeof(alloc_targets) / sizeof(alloc_targets[0]); i++) {
-        uintptr_t to = 0;
-        int rc = opal_patcher->patch_symbol(alloc_targets[i].name, (uintptr_t) alloc_targets[i].entry, &to);
-        if (OPAL_SUCCESS != rc || 0 == to) {
+        int rc = opal_patcher->patch_symbol(alloc_targets[i].name, (uintptr_t) alloc_targets[i].entry,
+                                            (uintptr_t *) alloc_targets[i].chain);
+        if (OPAL_SUCCESS != rc || NULL == *alloc_targets[i].chain) {
             opal_output("cannot intercept %s: %s", alloc_targets[i].name,
                         OPAL_SUCCESS != rc ? opal_strerror(rc) : "no definition to chain to");
             return OPAL_SUCCESS != rc ? rc : OPAL_ERR_NOT_FOUND;
         }
-        *alloc_targets[i].chain = (void *) to;
     }
     mallopt(M_TRIM_THRESHOLD, -1);
     installed = true;

@@ -315,31 +315,40 @@ static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_
         }
         /* Already patched under another name (mmap64 is mmap). */
         uintptr_t to = mca_patcher_base_chain_of(patcher, def[v]);
-        if (0 == to) {
-            int rc = patcher->patch_address(def[v], t->entry[v]);
-            if (OPAL_SUCCESS != rc) {
-                opal_output("cannot intercept %s at %p with patcher %s: %s", t->name, (void *) def[v],
-                            patcher->super.module_component->mca_component_name, opal_strerror(rc));
-                return rc;
-            }
-            to = mca_patcher_base_chain_of(patcher, def[v]);
+        if (0 != to) {
+            t->chain[v] = (void *) to;
+            continue;
         }
-        t->chain[v] = (void *) to;
+        /* The chain must be in place before the jump goes live: other
+         * threads may enter the intercept at once. */
+        int rc = patcher->patch_address_chain
+                     ? patcher->patch_address_chain(def[v], t->entry[v], (uintptr_t *) &t->chain[v])
+                     : patcher->patch_address(def[v], t->entry[v]);
+        if (OPAL_SUCCESS != rc) {
+            opal_output("cannot intercept %s at %p with patcher %s: %s", t->name, (void *) def[v],
+                        patcher->super.module_component->mca_component_name, opal_strerror(rc));
+            return rc;
+        }
+        if (NULL == patcher->patch_address_chain) {
+            t->chain[v] = (void *) mca_patcher_base_chain_of(patcher, def[v]);
+        }
+        mca_patcher_base_name_patch(patcher, def[v], t->name);
     }
     return OPAL_SUCCESS;
 }
 
 static int patch_by_symbol(mca_patcher_base_module_t *patcher, const intercept_target_t *t)
 {
-    uintptr_t to = 0;
-    int rc = patcher->patch_symbol(t->name, t->entry[0], &to);
+    /* patch_symbol stores the chain before any slot points to us. */
+    int rc = patcher->patch_symbol(t->name, t->entry[0], (uintptr_t *) &t->chain[0]);
+    uintptr_t to = (uintptr_t) t->chain[0];
     if (OPAL_SUCCESS != rc || 0 == to) {
         opal_output("cannot intercept %s with patcher %s: %s", t->name,
                     patcher->super.module_component->mca_component_name,
                     OPAL_SUCCESS != rc ? opal_strerror(rc) : "no definition to chain to");
         return OPAL_SUCCESS != rc ? rc : OPAL_ERR_NOT_FOUND;
     }
-    t->chain[0] = t->chain[1] = (void *) to;
+    t->chain[1] = (void *) to;
     return OPAL_SUCCESS;
 }
 

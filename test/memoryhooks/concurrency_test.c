@@ -6,6 +6,7 @@
 #include "opal_config.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>

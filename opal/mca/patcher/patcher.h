@@ -42,7 +42,9 @@ struct mca_patcher_base_patch_t {
 
 /*
  * Redirect every call of 'symbol' to new_addr.  *old_addr receives what the
- * intercept must call to chain to the code that was reached before.
+ * intercept must call to chain to the code that was reached before.  It is
+ * stored BEFORE the first call can reach new_addr: an intercept entered by
+ * another thread during installation must find its chain set.
  */
 typedef int (*mca_patcher_base_patch_symbol_fn_t)(const char *symbol, uintptr_t new_addr,
                                                   uintptr_t *old_addr);
@@ -53,6 +55,13 @@ typedef int (*mca_patcher_base_patch_symbol_fn_t)(const char *symbol, uintptr_t 
  * mca_patcher_base_chain_of(func_addr).
  */
 typedef int (*mca_patcher_base_patch_address_fn_t)(uintptr_t func_addr, uintptr_t new_addr);
+
+/*
+ * The same with the chain target: *chain is stored before the patch goes
+ * live (see patch_symbol).  Optional; the base uses it when present.
+ */
+typedef int (*mca_patcher_base_patch_address_chain_fn_t)(uintptr_t func_addr, uintptr_t new_addr,
+                                                         uintptr_t *chain);
 
 /* Called once before the first patch, and once after the last restore. */
 typedef int (*mca_patcher_base_init_fn_t)(void);
@@ -67,6 +76,7 @@ typedef struct mca_patcher_base_module_t {
     mca_patcher_base_fini_fn_t patch_fini;
     mca_patcher_base_patch_symbol_fn_t patch_symbol;
     mca_patcher_base_patch_address_fn_t patch_address;
+    mca_patcher_base_patch_address_chain_fn_t patch_address_chain;
     /* A sentence for opal_patcher_info: what this mechanism cannot see. */
     const char *patch_limits;
 } mca_patcher_base_module_t;

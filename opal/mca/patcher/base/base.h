@@ -49,6 +49,9 @@ void mca_patcher_base_patch_add(mca_patcher_base_module_t *module, mca_patcher_b
 void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
                                       bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg);
 
+/* Give the patch of the function at func_addr a symbol name (for opal_patcher_info). */
+void mca_patcher_base_name_patch(mca_patcher_base_module_t *module, uintptr_t func_addr, const char *symbol);
+
 /* The chain target recorded for a patch of the function at func_addr, or 0. */
 uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t func_addr);
 

@@ -52,3 +52,15 @@ uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t
     pthread_mutex_unlock(&module->patch_list_mutex);
     return chain;
 }
+
+void mca_patcher_base_name_patch(mca_patcher_base_module_t *module, uintptr_t func_addr, const char *symbol)
+{
+    mca_patcher_base_patch_t *patch;
+    pthread_mutex_lock(&module->patch_list_mutex);
+    OPAL_LIST_FOREACH (patch, &module->patch_list, mca_patcher_base_patch_t) {
+        if (patch->patch_func == func_addr && NULL == patch->patch_symbol) {
+            patch->patch_symbol = symbol;
+        }
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+}
