@@ -18,9 +18,10 @@
  *        intercepted, or no longer).
  *     2. Patching only, when a displaced instruction begins inside the
  *        bytes to write: a thread may be stopped right there.  Every other
- *        thread gets a SIGTRAP (rt_tgsigqueueinfo with our cookie); its
- *        handler moves a PC found at such a boundary to the same
- *        instruction's copy in the trampoline.  We wait for every answer.
+ *        thread gets a move request (SIGRTMAX, rt_tgsigqueueinfo with our
+ *        cookie); its handler moves a PC found at such a boundary to the
+ *        same instruction's copy in the trampoline.  We wait for every
+ *        answer; without all of them the patch is declined.
  *        (Restoring needs no such step: no thread stops inside a jmp.)
  *     3. Store the bytes after the first; sync cores.
  *     4. Store the first byte; sync cores.
@@ -31,11 +32,12 @@
  * where the kernel has it: every running thread of the process executes a
  * serializing instruction before it returns, so none runs stale code.
  *
- * The SIGTRAP handler is installed at the first int3 write and kept until
- * the patcher's fini (a trap in flight must still find it); SIGTRAPs that
- * are not ours go to the handler that was there before.  Limits: a thread
- * that blocks SIGTRAP and reaches the int3 is killed by the kernel; under a
- * debugger the int3 stops the program (continue passes it to us).
+ * The SIGTRAP and SIGRTMAX handlers are installed at the first int3 write
+ * and kept until the patcher's fini (a trap in flight must still find
+ * them); signals that are not ours go to the handler that was there before.
+ * Limits: a thread that blocks SIGTRAP and reaches the int3 is killed by
+ * the kernel; under a debugger the int3 stops the program (continue passes
+ * it to us); a thread blocking SIGRTMAX makes step 2 time out (decline).
  */
 #include "opal_config.h"
 
@@ -59,6 +61,13 @@
 #define INT3 0xcc
 #define MAX_POINTS 64          /* patch points the handler knows at once */
 #define ANSWER_TIMEOUT_NS 2000000000L
+/*
+ * Step 2's request.  Not SIGTRAP: a pending standard signal absorbs another
+ * of the same number, and an int3 trap merged with a request would be taken
+ * for a request at the byte after the int3.  A real-time signal is queued
+ * apart, and the kernel delivers the synchronous SIGTRAP first.
+ */
+#define MOVE_SIGNAL SIGRTMAX
 
 /* A patch point the SIGTRAP handler must recognise. */
 typedef struct trap_point_t {
@@ -70,9 +79,9 @@ typedef struct trap_point_t {
 
 static trap_point_t points[MAX_POINTS];
 static _Atomic unsigned npoints;
-static int cookie; /* its address marks our own SIGTRAPs */
-static struct sigaction prev_action;
-static bool handler_installed;
+static int cookie; /* its address marks our own move requests */
+static struct sigaction prev_trap, prev_move;
+static bool handlers_installed;
 static int sync_core_state; /* 0 unknown, 1 registered, -1 unavailable */
 
 /* Threads asked to run the handler in step 2, and which have. */
@@ -103,71 +112,86 @@ static void sync_cores(void)
     }
 }
 
-/* Hand a SIGTRAP that is not ours to whatever handled SIGTRAP before. */
-static void forward(int sig, siginfo_t *info, void *uc)
+/* Hand a signal that is not ours to whatever handled it before. */
+static void forward(const struct sigaction *prev, int sig, siginfo_t *info, void *uc)
 {
-    if (prev_action.sa_flags & SA_SIGINFO) {
-        prev_action.sa_sigaction(sig, info, uc);
-    } else if (prev_action.sa_handler == SIG_IGN) {
+    if (prev->sa_flags & SA_SIGINFO) {
+        prev->sa_sigaction(sig, info, uc);
+    } else if (prev->sa_handler == SIG_IGN) {
         return;
-    } else if (prev_action.sa_handler != SIG_DFL) {
-        prev_action.sa_handler(sig);
+    } else if (prev->sa_handler != SIG_DFL) {
+        prev->sa_handler(sig);
     } else {
-        /* Default action (core dump): restore it and take the signal again. */
-        signal(SIGTRAP, SIG_DFL);
-        raise(SIGTRAP);
+        /* The default action: restore it and take the signal again. */
+        signal(sig, SIG_DFL);
+        raise(sig);
     }
 }
 
+/* SIGTRAP: a thread ran one of our int3s. */
 static void trap_handler(int sig, siginfo_t *info, void *ucv)
 {
     ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t) uc->uc_mcontext.gregs[REG_RIP];
     unsigned n = atomic_load(&npoints);
-    bool ours = info->si_code == SI_QUEUE && info->si_value.sival_ptr == &cookie;
 
-    for (unsigned k = 0; k < n && k < MAX_POINTS; k++) {
+    for (unsigned k = 0; info->si_code == SI_KERNEL && k < n && k < MAX_POINTS; k++) {
         uintptr_t addr = atomic_load(&points[k].addr);
-        if (addr == 0) {
-            continue;
-        }
-        if (!ours && info->si_code == SI_KERNEL && pc == addr + 1) {
-            /* Our int3: through the trampoline while it is there, else run again. */
+        if (addr != 0 && pc == addr + 1) {
+            /* Through the trampoline while the int3 is there, else run again. */
             bool int3 = *(volatile const unsigned char *) addr == INT3;
             uc->uc_mcontext.gregs[REG_RIP] = (greg_t) (int3 ? atomic_load(&points[k].tramp) : addr);
             return;
         }
-        if (ours && atomic_load(&points[k].move_boundaries) && pc > addr) {
-            const mca_patcher_overwrite_reloc_t *r = &points[k].reloc;
-            for (unsigned i = 1; i < r->insns; i++) {
-                if (pc == addr + r->insn_offset[i]) {
-                    uc->uc_mcontext.gregs[REG_RIP] =
-                        (greg_t) (atomic_load(&points[k].tramp) + r->tramp_offset[i]);
-                }
+    }
+    forward(&prev_trap, sig, info, ucv);
+}
+
+/* The move signal (step 2): leave a displaced instruction boundary for its copy. */
+static void move_handler(int sig, siginfo_t *info, void *ucv)
+{
+    if (info->si_code != SI_QUEUE || info->si_value.sival_ptr != &cookie) {
+        forward(&prev_move, sig, info, ucv);
+        return;
+    }
+    ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t) uc->uc_mcontext.gregs[REG_RIP];
+    unsigned n = atomic_load(&npoints);
+    for (unsigned k = 0; k < n && k < MAX_POINTS; k++) {
+        uintptr_t addr = atomic_load(&points[k].addr);
+        if (addr == 0 || !atomic_load(&points[k].move_boundaries) || pc <= addr) {
+            continue;
+        }
+        const mca_patcher_overwrite_reloc_t *r = &points[k].reloc;
+        for (unsigned i = 1; i < r->insns; i++) {
+            if (pc == addr + r->insn_offset[i]) {
+                uc->uc_mcontext.gregs[REG_RIP] =
+                    (greg_t) (atomic_load(&points[k].tramp) + r->tramp_offset[i]);
             }
         }
     }
-    if (ours) {
-        note_answer();
-        return;
-    }
-    forward(sig, info, ucv);
+    note_answer();
 }
 
-static int install_handler(void)
+static int install_handlers(void)
 {
-    if (handler_installed) {
+    if (handlers_installed) {
         return 0;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = trap_handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGTRAP, &sa, &prev_action) != 0) {
+    sa.sa_sigaction = trap_handler;
+    if (sigaction(SIGTRAP, &sa, &prev_trap) != 0) {
         return -1;
     }
-    handler_installed = true;
+    sa.sa_sigaction = move_handler;
+    if (sigaction(MOVE_SIGNAL, &sa, &prev_move) != 0) {
+        sigaction(SIGTRAP, &prev_trap, NULL);
+        return -1;
+    }
+    handlers_installed = true;
     return 0;
 }
 
@@ -192,21 +216,18 @@ static bool ask(pid_t pid, pid_t tid)
 {
     siginfo_t si;
     memset(&si, 0, sizeof(si));
-    si.si_signo = SIGTRAP;
+    si.si_signo = MOVE_SIGNAL;
     si.si_code = SI_QUEUE;
     si.si_pid = pid;
     si.si_uid = getuid();
     si.si_value.sival_ptr = &cookie;
     /* ESRCH: the thread has exited meanwhile; nothing to move. */
-    return syscall(SYS_rt_tgsigqueueinfo, pid, tid, SIGTRAP, &si) == 0 || errno != ESRCH;
+    return syscall(SYS_rt_tgsigqueueinfo, pid, tid, MOVE_SIGNAL, &si) == 0 || errno != ESRCH;
 }
 
 /*
- * Step 2: every other thread runs the handler once.  A SIGTRAP sent while
- * the thread already has one pending (its own int3 trap) is merged into
- * that one, so unanswered threads are asked again every millisecond.
- * Returns false if one did not answer in time (SIGTRAP blocked, or
- * stopped).
+ * Step 2: every other thread runs move_handler once.  Returns false if one
+ * did not answer in time (the signal blocked, or the thread stopped).
  */
 static bool move_threads_off(void)
 {
@@ -244,14 +265,18 @@ static bool move_threads_off(void)
     closedir(dir);
     atomic_store(&nasked, n);
 
-    struct timespec start, now, pause = {0, 1000000};
+    /* A thread that has exited meanwhile counts as answered. */
+    for (int k = 0; k < n; k++) {
+        if (!ask(pid, asked[k])) {
+            atomic_store(&answered[k], true);
+        }
+    }
+    struct timespec start, now, pause = {0, 100000};
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         bool all = true;
-        for (int k = 0; k < n; k++) {
-            if (!atomic_load(&answered[k]) && ask(pid, asked[k])) {
-                all = false;
-            }
+        for (int k = 0; k < n && all; k++) {
+            all = atomic_load(&answered[k]);
         }
         if (all) {
             break;
@@ -295,9 +320,9 @@ void mca_patcher_overwrite_x86_64_code_write(mca_patcher_overwrite_write_t *w)
 
     /* (b) int3 first */
     trap_point_t *p = point_for(w->addr);
-    if (p == NULL || install_handler() != 0) {
+    if (p == NULL || install_handlers() != 0) {
         w->rc = OPAL_ERR_OUT_OF_RESOURCE;
-        w->reason = "cannot install the SIGTRAP handler that guards the code write";
+        w->reason = "cannot install the signal handlers that guard the code write";
         return;
     }
     atomic_store(&p->move_boundaries, false);
@@ -317,8 +342,8 @@ void mca_patcher_overwrite_x86_64_code_write(mca_patcher_overwrite_write_t *w)
             store_byte(w->addr, first);
             sync_cores();
             w->rc = OPAL_ERR_NOT_SUPPORTED;
-            w->reason = "a thread did not answer the SIGTRAP that moves it off the bytes to "
-                        "patch (SIGTRAP blocked?)";
+            w->reason = "a thread did not answer the signal (SIGRTMAX) that moves it off the "
+                        "bytes to patch (signal blocked?)";
             return;
         }
     }
@@ -332,9 +357,10 @@ void mca_patcher_overwrite_x86_64_code_write(mca_patcher_overwrite_write_t *w)
 
 void mca_patcher_overwrite_x86_64_write_fini(void)
 {
-    if (handler_installed) {
-        sigaction(SIGTRAP, &prev_action, NULL);
-        handler_installed = false;
+    if (handlers_installed) {
+        sigaction(SIGTRAP, &prev_trap, NULL);
+        sigaction(MOVE_SIGNAL, &prev_move, NULL);
+        handlers_installed = false;
     }
     for (unsigned k = 0; k < MAX_POINTS; k++) {
         atomic_store(&points[k].addr, 0);
