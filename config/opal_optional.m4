@@ -4,7 +4,7 @@ AC_ARG_WITH([ucx], [AS_HELP_STRING([--with-ucx], [integrate with UCX's libucm (d
 opal_have_ucx=no
 AS_IF([test "$with_ucx" != no],
       [AC_CHECK_HEADER([ucm/api/ucm.h],
-          [AC_CHECK_LIB([ucm], [ucm_set_external_event], [opal_have_ucx=yes])])])
+          [AC_CHECK_LIB([ucm], [ucm_set_external_event], [opal_have_ucx=yes], [], [-lucs])])])
 AS_IF([test "$with_ucx" = yes && test $opal_have_ucx = no], [AC_MSG_ERROR([--with-ucx given but libucm was not found])])
 AM_CONDITIONAL([OPAL_HAVE_UCX], [test $opal_have_ucx = yes])
 AS_IF([test $opal_have_ucx = yes], [AC_DEFINE([OPAL_HAVE_UCX], [1], [libucm available])])
