@@ -1,0 +1,60 @@
+/*
+ * Registration cache framework base: module creation and destruction, the
+ * one release callback that feeds every live module, fork handling, the
+ * framework's parameters and the page-frame sanitizer.
+ */
+#ifndef OPAL_MCA_RCACHE_BASE_BASE_H
+#define OPAL_MCA_RCACHE_BASE_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opal/mca/base/mca_base_framework.h"
+#include "opal/mca/rcache/rcache.h"
+
+/* Public (API.md). */
+mca_rcache_base_module_t *mca_rcache_base_module_create(const char *name, void *user_data,
+                                                         mca_rcache_base_resources_t *resources);
+int mca_rcache_base_module_destroy(mca_rcache_base_module_t *module);
+
+extern mca_base_framework_t opal_rcache_base_framework;
+
+/* Parameters (valid once the framework is open). */
+extern int mca_rcache_base_leave_pinned;   /* mpi_leave_pinned: -1 auto, 0 off, 1 on */
+extern int mca_rcache_base_verify_frames;  /* 0 off, 1 report stale hits, 2 report and abort */
+extern bool mca_rcache_base_release_hooks; /* false: test-only, no release callback */
+
+/*
+ * Incremented in the child after fork(): registrations made under an older
+ * generation belong to the parent and are dropped without deregister_mem.
+ */
+extern volatile uint32_t mca_rcache_base_fork_gen;
+
+/* The release callback the base registers with the memory hooks. */
+void mca_rcache_base_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc);
+
+/* Destroy the modules still alive when the framework closes. */
+void mca_rcache_base_destroy_all(void);
+
+/*
+ * Page-frame sanitizer (rcache_base_verify_frames).  record: remember the
+ * physical frames behind reg at registration (allocates; never from a hook).
+ * check: compare at a cache hit, report a mismatch loudly naming 'call', and
+ * count it; returns false on a mismatch.  release: forget them.
+ */
+void mca_rcache_base_frames_record(mca_rcache_base_registration_t *reg);
+bool mca_rcache_base_frames_check(mca_rcache_base_registration_t *reg, const char *call);
+void mca_rcache_base_frames_release(mca_rcache_base_registration_t *reg);
+/* Stale hits the sanitizer has caught so far. */
+uint64_t mca_rcache_base_frames_mismatches(void);
+
+/*
+ * Read the page frame numbers behind npages pages starting at the page of
+ * addr from /proc/self/pagemap; 0 where a page is not present.
+ * OPAL_ERR_NOT_AVAILABLE when frames cannot be read here (no pagemap, or
+ * not privileged: the kernel then reports every frame as 0).
+ */
+int mca_rcache_base_frames_read(const void *addr, size_t npages, uint64_t *pfns);
+
+#endif

@@ -1,0 +1,237 @@
+/*
+ * Module creation and destruction, and the release callback.
+ *
+ * Locks, in order: base_lock (create/destroy/atfork; may be held while the
+ * hooks are installed and while a module allocates) before live_lock (the
+ * list of live modules; held only for list surgery, never across a call
+ * that may allocate) before each module's own lock.  The release callback
+ * takes live_lock for reading: no writer ever waits for the allocator while
+ * holding it, so a hook inside free() cannot deadlock on it.
+ */
+#include "opal_config.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "opal/constants.h"
+#include "opal/memoryhooks/memory.h"
+#include "opal/mca/rcache/base/base.h"
+#include "opal/util/output.h"
+
+volatile uint32_t mca_rcache_base_fork_gen;
+
+static pthread_mutex_t base_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t live_lock = PTHREAD_RWLOCK_INITIALIZER;
+static opal_list_t live_modules = OPAL_LIST_STATIC_INIT(live_modules);
+static int hooked_modules; /* modules holding the release callback */
+static bool atfork_installed;
+
+#define MODULE_OF(item) \
+    ((mca_rcache_base_module_t *) ((char *) (item) - offsetof(mca_rcache_base_module_t, rcache_live)))
+
+void mca_rcache_base_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc)
+{
+    (void) cbdata;
+    pthread_rwlock_rdlock(&live_lock);
+    for (opal_list_item_t *it = opal_list_get_first(&live_modules);
+         it != opal_list_get_end(&live_modules); it = it->opal_list_next) {
+        mca_rcache_base_module_t *m = MODULE_OF(it);
+        if (m->rcache_hooked) {
+            m->rcache_release(m, buf, length, from_alloc);
+        }
+    }
+    pthread_rwlock_unlock(&live_lock);
+}
+
+/*
+ * fork(): no rcache lock may be held across it, or the child would inherit
+ * it locked.  Prepare takes them all (in lock order), parent and child let
+ * go (the child by re-creating them); the child also starts a new generation, which makes every module drop
+ * the parent's registrations (their pins did not come along).
+ */
+static void atfork_each(mca_rcache_base_atfork_phase_t phase)
+{
+    for (opal_list_item_t *it = opal_list_get_first(&live_modules);
+         it != opal_list_get_end(&live_modules); it = it->opal_list_next) {
+        MODULE_OF(it)->rcache_atfork(MODULE_OF(it), phase);
+    }
+}
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&base_lock);
+    pthread_rwlock_wrlock(&live_lock);
+    atfork_each(MCA_RCACHE_ATFORK_PREPARE);
+}
+
+static void atfork_parent(void)
+{
+    atfork_each(MCA_RCACHE_ATFORK_PARENT);
+    pthread_rwlock_unlock(&live_lock);
+    pthread_mutex_unlock(&base_lock);
+}
+
+/* The child's thread has a new id: unlocking would not be recognized, re-create instead. */
+static void atfork_child(void)
+{
+    __atomic_add_fetch(&mca_rcache_base_fork_gen, 1, __ATOMIC_RELEASE);
+    atfork_each(MCA_RCACHE_ATFORK_CHILD);
+    pthread_rwlock_init(&live_lock, NULL);
+    pthread_mutex_init(&base_lock, NULL);
+}
+
+static bool resources_ok(const mca_rcache_base_resources_t *res)
+{
+    const char *why = NULL;
+    if (NULL == res) {
+        why = "resources is NULL";
+    } else if (NULL == res->register_mem || NULL == res->deregister_mem) {
+        why = "register_mem and deregister_mem are required";
+    } else if (res->sizeof_reg < sizeof(mca_rcache_base_registration_t)) {
+        why = "sizeof_reg is smaller than mca_rcache_base_registration_t";
+    }
+    if (why) {
+        opal_output("rcache: mca_rcache_base_module_create: bad resources: %s", why);
+    }
+    return NULL == why;
+}
+
+static const mca_rcache_base_component_t *find_component(const char *name)
+{
+    const mca_base_component_t *found = NULL;
+    if (NULL == name) {
+        mca_base_module_t *placeholder;
+        const char *reason;
+        if (OPAL_SUCCESS != mca_base_select(&opal_rcache_base_framework, &placeholder, &found,
+                                            &reason)) {
+            opal_output("rcache: no registration cache component can work: %s", reason);
+        }
+        return (const mca_rcache_base_component_t *) found;
+    }
+    mca_base_component_list_item_t *item;
+    OPAL_LIST_FOREACH (item, &opal_rcache_base_framework.framework_components,
+                       mca_base_component_list_item_t) {
+        if (0 == strcmp(item->cli_component->mca_component_name, name)) {
+            found = item->cli_component;
+        }
+    }
+    if (NULL == found) {
+        opal_output("rcache: no registration cache component named \"%s\" is available", name);
+    }
+    return (const mca_rcache_base_component_t *) found;
+}
+
+/* Decide leave_pinned for a new module and take a callback reference if needed. */
+static int hooks_for_new_module(bool *leave_pinned, bool *hooked)
+{
+    *leave_pinned = 0 != mca_rcache_base_leave_pinned;
+    *hooked = false;
+    if (!*leave_pinned || !mca_rcache_base_release_hooks) {
+        return OPAL_SUCCESS;
+    }
+    if (0 == hooked_modules) {
+        int rc = opal_mem_hooks_register_release(mca_rcache_base_release_cb, NULL);
+        if (OPAL_SUCCESS != rc) {
+            if (1 == mca_rcache_base_leave_pinned) {
+                opal_output("rcache: mpi_leave_pinned is 1 but the memory release hooks cannot "
+                            "be installed here (%s); set mpi_leave_pinned to -1 or 0",
+                            opal_strerror(rc));
+                return rc;
+            }
+            opal_output_verbose(opal_rcache_base_framework.framework_verbose, 1,
+                                "rcache: no memory release hooks (%s): leave_pinned off",
+                                opal_strerror(rc));
+            *leave_pinned = false;
+            return OPAL_SUCCESS;
+        }
+    }
+    hooked_modules++;
+    *hooked = true;
+    return OPAL_SUCCESS;
+}
+
+static void drop_hook_reference(void)
+{
+    if (0 == --hooked_modules) {
+        opal_mem_hooks_unregister_release(mca_rcache_base_release_cb);
+    }
+}
+
+mca_rcache_base_module_t *mca_rcache_base_module_create(const char *name, void *user_data,
+                                                         mca_rcache_base_resources_t *resources)
+{
+    if (!resources_ok(resources)) {
+        return NULL;
+    }
+    pthread_mutex_lock(&base_lock);
+    mca_rcache_base_module_t *module = NULL;
+    bool leave_pinned, hooked;
+    int rc = OPAL_SUCCESS;
+    if (!mca_base_framework_is_open(&opal_rcache_base_framework)) {
+        rc = mca_base_framework_open(&opal_rcache_base_framework);
+    }
+    const mca_rcache_base_component_t *comp = OPAL_SUCCESS == rc ? find_component(name) : NULL;
+    if (NULL == comp || OPAL_SUCCESS != hooks_for_new_module(&leave_pinned, &hooked)) {
+        pthread_mutex_unlock(&base_lock);
+        return NULL;
+    }
+    if (!atfork_installed && 0 == pthread_atfork(atfork_prepare, atfork_parent, atfork_child)) {
+        atfork_installed = true;
+    }
+    module = comp->rcache_create(user_data, resources, leave_pinned);
+    if (NULL == module) {
+        if (hooked) {
+            drop_hook_reference();
+        }
+        pthread_mutex_unlock(&base_lock);
+        return NULL;
+    }
+    module->super.module_component = &comp->rcache_version;
+    module->rcache_hooked = hooked;
+    pthread_rwlock_wrlock(&live_lock);
+    opal_list_append(&live_modules, &module->rcache_live);
+    pthread_rwlock_unlock(&live_lock);
+    pthread_mutex_unlock(&base_lock);
+    return module;
+}
+
+/* base_lock held. */
+static void destroy_locked(mca_rcache_base_module_t *module)
+{
+    pthread_rwlock_wrlock(&live_lock);
+    opal_list_remove_item(&live_modules, &module->rcache_live);
+    pthread_rwlock_unlock(&live_lock);
+    /* No release callback can reach the module any more. */
+    bool hooked = module->rcache_hooked;
+    module->rcache_finalize(module);
+    if (hooked) {
+        drop_hook_reference();
+    }
+}
+
+int mca_rcache_base_module_destroy(mca_rcache_base_module_t *module)
+{
+    if (NULL == module) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    pthread_mutex_lock(&base_lock);
+    bool live = false;
+    for (opal_list_item_t *it = opal_list_get_first(&live_modules);
+         it != opal_list_get_end(&live_modules); it = it->opal_list_next) {
+        live = live || it == &module->rcache_live;
+    }
+    if (live) {
+        destroy_locked(module);
+    }
+    pthread_mutex_unlock(&base_lock);
+    return live ? OPAL_SUCCESS : OPAL_ERR_NOT_FOUND;
+}
+
+void mca_rcache_base_destroy_all(void)
+{
+    pthread_mutex_lock(&base_lock);
+    while (!opal_list_is_empty(&live_modules)) {
+        destroy_locked(MODULE_OF(opal_list_get_last(&live_modules)));
+    }
+    pthread_mutex_unlock(&base_lock);
+}

@@ -1,0 +1,319 @@
+/*
+ * grdma semantics against a mock device, without memory hooks (release
+ * events are delivered by calling the module's release entry directly):
+ * reuse, access growth, find, invalidation (partial, in use, deferred from
+ * the allocator), bypass, persist, limits, evict-and-retry, leave_pinned 0,
+ * bounded deferred work, destroy pairing, fork.
+ */
+#include "opal_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "opal/mca/rcache/base/base.h"
+#include "opal/runtime/opal.h"
+#include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/test_util.h"
+
+static size_t page;
+static unsigned char *arena; /* reserved address space: nothing else maps here */
+
+typedef mca_rcache_base_registration_t reg_t;
+
+static mca_rcache_base_module_t *create(mock_dev_t *dev)
+{
+    mca_rcache_base_resources_t res;
+    memset(dev, 0, sizeof(*dev));
+    mock_resources(dev, &res);
+    mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
+    if (NULL == m) {
+        fprintf(stderr, "cannot create a grdma module\n");
+        exit(1);
+    }
+    return m;
+}
+
+static void destroy_and_check(mca_rcache_base_module_t *m, mock_dev_t *dev, const char *what)
+{
+    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(m));
+    CHECK_MSG(dev->registered == dev->deregistered, "%s: %ld registered, %ld deregistered", what,
+              dev->registered, dev->deregistered);
+    CHECK_MSG(0 == dev->bad_dereg && 0 == dev->dereg_in_alloc, "%s: bad %ld, in alloc %ld", what,
+              dev->bad_dereg, dev->dereg_in_alloc);
+}
+
+static void phase_init(const char *leave_pinned, const char *max_entries)
+{
+    setenv("OMPI_MCA_mpi_leave_pinned", leave_pinned, 1);
+    setenv("OMPI_MCA_rcache_base_release_hooks", "0", 1);
+    setenv("OMPI_MCA_rcache_grdma_max_entries", max_entries, 1);
+    if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
+        fprintf(stderr, "opal_init_util failed\n");
+        exit(1);
+    }
+}
+
+static void test_reuse_and_access(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    reg_t *a, *b, *c, *f;
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 100, 3 * page, 0,
+                                             MCA_RCACHE_ACCESS_LOCAL_WRITE, &a));
+    CHECK(a->base == arena && a->bound == arena + 4 * page - 1 && 1 == a->ref_count);
+    CHECK(1 == dev.registered);
+    CHECK(OPAL_SUCCESS == m->rcache_deregister(m, a));
+    CHECK(0 == a->ref_count && 0 == dev.deregistered); /* left pinned */
+    /* A sub-range with fewer access flags is a hit. */
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + page, 10, 0, 0, &b));
+    CHECK(a == b && 1 == dev.registered && 1 == b->ref_count);
+    /* find takes a reference too. */
+    CHECK(OPAL_SUCCESS == m->rcache_find(m, arena + 2 * page, page, &f));
+    CHECK(f == a && 2 == a->ref_count);
+    reg_t *none;
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 3 * page, 2 * page, &none));
+    CHECK(NULL == none);
+    /* More access: re-registered over the union; the old one becomes invalid. */
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + page, 2 * page, 0,
+                                             MCA_RCACHE_ACCESS_REMOTE_WRITE, &c));
+    CHECK(c != a && 2 == dev.registered);
+    CHECK(c->base == arena && c->bound == arena + 4 * page - 1);
+    CHECK((c->access_flags & (MCA_RCACHE_ACCESS_LOCAL_WRITE | MCA_RCACHE_ACCESS_REMOTE_WRITE))
+          == (MCA_RCACHE_ACCESS_LOCAL_WRITE | MCA_RCACHE_ACCESS_REMOTE_WRITE));
+    CHECK(a->flags & MCA_RCACHE_FLAGS_INVALID);
+    CHECK(0 == dev.deregistered); /* a is still referenced twice */
+    m->rcache_deregister(m, b);
+    m->rcache_deregister(m, f);
+    CHECK(1 == dev.deregistered);
+    m->rcache_deregister(m, c);
+    CHECK(OPAL_ERR_BAD_PARAM == m->rcache_deregister(m, c)); /* no reference left */
+    destroy_and_check(m, &dev, "reuse");
+}
+
+static void test_invalidation(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    reg_t *a, *b, *held;
+    /* Partial overlap: one byte of the last page invalidates the whole registration. */
+    m->rcache_register(m, arena, 4 * page, 0, 0, &a);
+    m->rcache_deregister(m, a);
+    m->rcache_invalidate_range(m, arena + 4 * page - 1, 1);
+    CHECK(1 == dev.deregistered); /* unused, not from the allocator: at once */
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena, page, 0, 0, &b));
+    CHECK(2 == dev.registered);
+    m->rcache_deregister(m, b);
+
+    /* In use: invalid at once, deregistered with the last reference. */
+    m->rcache_register(m, arena + 8 * page, page, 0, 0, &held);
+    m->rcache_release(m, arena + 8 * page, page, false);
+    CHECK(held->flags & MCA_RCACHE_FLAGS_INVALID);
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 8 * page, 1, &b));
+    long before = dev.deregistered;
+    m->rcache_deregister(m, held);
+    CHECK(before + 1 == dev.deregistered);
+
+    /* From the allocator: invalid at once, deregistered at the next call. */
+    m->rcache_register(m, arena + 16 * page, 2 * page, 0, 0, &a);
+    m->rcache_deregister(m, a);
+    before = dev.deregistered;
+    mock_in_alloc = 1;
+    m->rcache_release(m, arena + 17 * page, page, true);
+    mock_in_alloc = 0;
+    CHECK(before == dev.deregistered && (a->flags & MCA_RCACHE_FLAGS_INVALID));
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 16 * page, page, &b));
+    CHECK(before + 1 == dev.deregistered);
+
+    /* A release that misses every registration changes nothing. */
+    m->rcache_register(m, arena + 20 * page, page, 0, 0, &a);
+    m->rcache_deregister(m, a);
+    m->rcache_release(m, arena + 21 * page, page, true);
+    CHECK(OPAL_SUCCESS == m->rcache_find(m, arena + 20 * page, page, &b) && a == b);
+    m->rcache_deregister(m, b);
+
+    /* Deferred work stays bounded: a million releases, nothing grows. */
+    for (int i = 0; i < 1000000; i++) {
+        m->rcache_release(m, arena + (i % 64) * page, page, true);
+    }
+    m->rcache_register(m, arena + 30 * page, page, 0, 0, &a);
+    m->rcache_deregister(m, a);
+    CHECK(dev.registered == dev.deregistered + 1);
+    destroy_and_check(m, &dev, "invalidation");
+}
+
+static void test_bypass_persist_destroy(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    reg_t *a, *b, *p, *q, *held, *deferred;
+    m->rcache_register(m, arena, page, MCA_RCACHE_FLAGS_CACHE_BYPASS, 0, &a);
+    m->rcache_register(m, arena, page, MCA_RCACHE_FLAGS_CACHE_BYPASS, 0, &b);
+    CHECK(a != b && 2 == dev.registered);
+    m->rcache_deregister(m, a);
+    CHECK(1 == dev.deregistered);
+    m->rcache_deregister(m, b);
+    CHECK(2 == dev.deregistered);
+    /* A bypass registration is never found by a cached lookup either. */
+    m->rcache_register(m, arena + page, page, MCA_RCACHE_FLAGS_CACHE_BYPASS, 0, &a);
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + page, page, &b));
+    m->rcache_deregister(m, a);
+
+    m->rcache_register(m, arena + 4 * page, page, MCA_RCACHE_FLAGS_PERSIST, 0, &p);
+    m->rcache_deregister(m, p);
+    m->rcache_register(m, arena + 4 * page, page, 0, 0, &q);
+    CHECK(p == q);
+    m->rcache_deregister(m, q);
+    /* Destroy with one registration in use and one deferred. */
+    m->rcache_register(m, arena + 6 * page, page, 0, 0, &held);
+    m->rcache_register(m, arena + 8 * page, page, 0, 0, &deferred);
+    m->rcache_deregister(m, deferred);
+    m->rcache_release(m, arena + 8 * page, page, true);
+    destroy_and_check(m, &dev, "bypass/persist/destroy");
+}
+
+/* Runs with rcache_grdma_max_entries=4. */
+static void test_limits(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    reg_t *r[8], *p, *q;
+    m->rcache_register(m, arena + 100 * page, page, MCA_RCACHE_FLAGS_PERSIST, 0, &p);
+    m->rcache_deregister(m, p);
+    for (int i = 0; i < 8; i++) {
+        m->rcache_register(m, arena + i * 2 * page, page, 0, 0, &r[i]);
+        m->rcache_deregister(m, r[i]);
+    }
+    CHECK_MSG(9 - 4 == dev.deregistered, "%ld deregistered", dev.deregistered);
+    /* The oldest went; the newest stay; PERSIST is never evicted. */
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena, page, &q));
+    CHECK(OPAL_SUCCESS == m->rcache_find(m, arena + 14 * page, page, &q) && q == r[7]);
+    m->rcache_deregister(m, q);
+    CHECK(OPAL_SUCCESS == m->rcache_find(m, arena + 100 * page, page, &q) && q == p);
+    m->rcache_deregister(m, q);
+    destroy_and_check(m, &dev, "limits");
+
+    /* Out of device resources: evict unused ones and retry. */
+    m = create(&dev);
+    dev.capacity = 3;
+    for (int i = 0; i < 3; i++) {
+        m->rcache_register(m, arena + i * 2 * page, page, 0, 0, &r[i]);
+        m->rcache_deregister(m, r[i]);
+    }
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 40 * page, page, 0, 0, &r[3]));
+    CHECK(4 == dev.registered && 1 == dev.deregistered);
+    /* Everything in use: the failure reaches the caller. */
+    m->rcache_register(m, arena + 42 * page, page, 0, 0, &r[4]);
+    m->rcache_register(m, arena + 44 * page, page, 0, 0, &r[5]);
+    CHECK(OPAL_ERR_OUT_OF_RESOURCE == m->rcache_register(m, arena + 46 * page, page, 0, 0, &r[6]));
+    CHECK(NULL == r[6]);
+    for (int i = 3; i < 6; i++) {
+        m->rcache_deregister(m, r[i]);
+    }
+    destroy_and_check(m, &dev, "evict-and-retry");
+}
+
+/* Runs with mpi_leave_pinned=0. */
+static void test_no_leave_pinned(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    reg_t *a, *b;
+    m->rcache_register(m, arena, page, 0, 0, &a);
+    m->rcache_register(m, arena, page, 0, 0, &b);
+    CHECK(a == b && 1 == dev.registered); /* shared while in use */
+    m->rcache_deregister(m, a);
+    m->rcache_deregister(m, b);
+    CHECK(1 == dev.deregistered);
+    m->rcache_register(m, arena, page, 0, 0, &a);
+    CHECK(2 == dev.registered);
+    m->rcache_deregister(m, a);
+    destroy_and_check(m, &dev, "leave_pinned 0");
+}
+
+static void test_fork(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    reg_t *a, *b;
+    m->rcache_register(m, arena, page, 0, 0, &a);
+    m->rcache_deregister(m, a);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (0 == pid) {
+        int bad = 0;
+        long parent_regs = dev.registered;
+        if (OPAL_ERR_NOT_FOUND != m->rcache_find(m, arena, page, &b)) {
+            bad |= 1;
+        }
+        m->rcache_register(m, arena, page, 0, 0, &b);
+        /* (a's memory may be reused for b: compare owners, not pointers) */
+        bad |= (((mock_reg_t *) b)->owner_pid != (int) getpid()
+                || dev.registered != parent_regs + 1) << 1;
+        m->rcache_deregister(m, b);
+        mca_rcache_base_module_destroy(m);
+        /* Only the child's own registration was deregistered here. */
+        bad |= (1 != dev.deregistered || 0 != dev.bad_dereg) << 2;
+        _exit(bad);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status), "child status 0x%x", status);
+    CHECK(OPAL_SUCCESS == m->rcache_find(m, arena, page, &b) && b == a);
+    m->rcache_deregister(m, b);
+    destroy_and_check(m, &dev, "fork");
+}
+
+static void test_bad_input(void)
+{
+    mca_rcache_base_resources_t res = {0};
+    CHECK(NULL == mca_rcache_base_module_create("grdma", NULL, &res));
+    mock_dev_t dev;
+    mock_resources(&dev, &res);
+    CHECK(NULL == mca_rcache_base_module_create("nosuch", NULL, &res));
+    res.sizeof_reg = 8;
+    CHECK(NULL == mca_rcache_base_module_create(NULL, NULL, &res));
+    mca_rcache_base_module_t *m = create(&dev);
+    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(m));
+    CHECK(OPAL_ERR_NOT_FOUND == mca_rcache_base_module_destroy(m));
+}
+
+int main(void)
+{
+    page = (size_t) sysconf(_SC_PAGESIZE);
+    arena = mmap(NULL, 256 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(MAP_FAILED != arena);
+
+    phase_init("1", "0");
+    test_reuse_and_access();
+    test_invalidation();
+    test_bypass_persist_destroy();
+    test_fork();
+    test_bad_input();
+    /* The default component is grdma. */
+    mock_dev_t dev;
+    mca_rcache_base_resources_t res;
+    mock_resources(&dev, &res);
+    memset(&dev, 0, sizeof(dev));
+    mca_rcache_base_module_t *m = mca_rcache_base_module_create(NULL, NULL, &res);
+    CHECK(m && 0 == strcmp("grdma", m->super.module_component->mca_component_name));
+    /* Left for the last finalize to destroy. */
+    reg_t *a;
+    m->rcache_register(m, arena, page, 0, 0, &a);
+    m->rcache_deregister(m, a);
+    opal_finalize_util();
+    CHECK(1 == dev.registered && 1 == dev.deregistered);
+
+    phase_init("1", "4");
+    test_limits();
+    opal_finalize_util();
+
+    phase_init("0", "0");
+    test_no_leave_pinned();
+    opal_finalize_util();
+
+    return test_finish("rcache_grdma_test");
+}

@@ -1,0 +1,77 @@
+/*
+ * A mock device for rcache tests: register_mem/deregister_mem that count,
+ * check pairing, can run out of resources, and catch a deregistration made
+ * while the test pretends to be inside the allocator.
+ */
+#ifndef TEST_RCACHE_MOCK_H
+#define TEST_RCACHE_MOCK_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "opal/constants.h"
+#include "opal/mca/rcache/rcache.h"
+
+typedef struct mock_reg_t {
+    mca_rcache_base_registration_t base;
+    uint64_t magic;          /* set by register_mem, cleared by deregister_mem */
+    uint64_t registered_at;  /* mock_clock when register_mem ran */
+    int owner_pid;
+} mock_reg_t;
+
+#define MOCK_MAGIC 0x5245474953544552ull
+
+typedef struct mock_dev_t {
+    volatile long registered, deregistered, bad_dereg, dereg_in_alloc;
+    long capacity;        /* >0: at most this many live registrations, else OUT_OF_RESOURCE */
+    int dereg_frees;      /* deregister_mem frees a large block (may trigger munmap) */
+} mock_dev_t;
+
+static volatile uint64_t mock_clock;
+static __thread int mock_in_alloc; /* the test is "inside the allocator" */
+
+static int mock_register(void *data, void *base, size_t size, mca_rcache_base_registration_t *reg)
+{
+    mock_dev_t *dev = data;
+    mock_reg_t *r = (mock_reg_t *) reg;
+    if (dev->capacity > 0
+        && __atomic_load_n(&dev->registered, __ATOMIC_SEQ_CST)
+                   - __atomic_load_n(&dev->deregistered, __ATOMIC_SEQ_CST)
+               >= dev->capacity) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    r->registered_at = __atomic_load_n(&mock_clock, __ATOMIC_SEQ_CST);
+    r->magic = MOCK_MAGIC;
+    r->owner_pid = (int) getpid();
+    __atomic_add_fetch(&dev->registered, 1, __ATOMIC_SEQ_CST);
+    return OPAL_SUCCESS;
+}
+
+static int mock_deregister(void *data, mca_rcache_base_registration_t *reg)
+{
+    mock_dev_t *dev = data;
+    mock_reg_t *r = (mock_reg_t *) reg;
+    if (mock_in_alloc) {
+        __atomic_add_fetch(&dev->dereg_in_alloc, 1, __ATOMIC_SEQ_CST);
+    }
+    if (MOCK_MAGIC != r->magic || r->owner_pid != (int) getpid()) {
+        __atomic_add_fetch(&dev->bad_dereg, 1, __ATOMIC_SEQ_CST);
+    }
+    r->magic = 0;
+    if (dev->dereg_frees) {
+        free(malloc(300000)); /* large enough for glibc to mmap and munmap it */
+    }
+    __atomic_add_fetch(&dev->deregistered, 1, __ATOMIC_SEQ_CST);
+    return OPAL_SUCCESS;
+}
+
+static inline void mock_resources(mock_dev_t *dev, mca_rcache_base_resources_t *res)
+{
+    res->cache_name = "mock";
+    res->reg_data = dev;
+    res->sizeof_reg = sizeof(mock_reg_t);
+    res->register_mem = mock_register;
+    res->deregister_mem = mock_deregister;
+}
+
+#endif
