@@ -22,10 +22,12 @@
 
 #define PAGE 4096
 
-/* Events of this thread only. */
-static __thread int my_events;
-static __thread uintptr_t my_last_start, my_last_end;
-static __thread bool my_last_from_alloc;
+/* Events of this thread only.  volatile: glibc declares munmap and friends
+ * "leaf" (they never call back into this file), which our hooks make
+ * untrue, so the compiler must not keep these in registers across calls. */
+static volatile __thread int my_events;
+static volatile __thread uintptr_t my_last_start, my_last_end;
+static volatile __thread bool my_last_from_alloc;
 
 static void on_event(void *buf, size_t len, void *cbdata, bool from_alloc)
 {
@@ -63,7 +65,7 @@ static void test_dlopened_library(void)
 
 /* A callback that unmaps something itself, once. */
 static char *spare;
-static int nested_events;
+static volatile int nested_events;
 
 static void unmapping_callback(void *buf, size_t len, void *cbdata, bool from_alloc)
 {

@@ -38,8 +38,11 @@ typedef struct event_t {
     long probe_word;     /* and held this */
 } event_t;
 
-static event_t events[MAX_EVENTS];
-static int num_events;
+/* volatile: glibc declares munmap & co. "leaf" (never calling back into this
+ * file), so without it the compiler may keep these in registers across the
+ * very calls whose events fill them in. */
+static volatile event_t events[MAX_EVENTS];
+static volatile int num_events;
 static pthread_t self_thread;
 static uintptr_t probe;   /* an address the current check watches */
 static size_t page;
@@ -51,7 +54,7 @@ static void record_event(void *buf, size_t len, void *cbdata, bool from_alloc)
     if (!pthread_equal(pthread_self(), self_thread) || num_events >= MAX_EVENTS) {
         return;
     }
-    event_t *e = &events[num_events++];
+    volatile event_t *e = &events[num_events++];
     e->start = (uintptr_t) buf;
     e->end = e->start + len;
     e->probe_mapped = false;
@@ -84,7 +87,7 @@ static int report(const char *what, bool ok, const char *detail)
 static int expect_release(const char *what, uintptr_t start, uintptr_t end)
 {
     int overlapping = 0;
-    const event_t *hit = NULL;
+    const volatile event_t *hit = NULL;
     for (int i = 0; i < num_events; i++) {
         if (events[i].start < end && events[i].end > start) {
             overlapping++;
