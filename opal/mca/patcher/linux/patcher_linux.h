@@ -1,0 +1,132 @@
+/*
+ * The linux patcher: redirects calls by rewriting the GOT slots (PLT
+ * relocations and GLOB_DAT entries) of every loaded object, and watches
+ * dlopen, dlmopen, dlclose and dlsym so that objects loaded later are
+ * patched too, unloaded ones are forgotten, and dlsym hands out no way
+ * around the intercepts.
+ *
+ *   patcher_linux_component.c  parameter and query
+ *   patcher_linux_module.c     module, the table of redirected symbols
+ *   patcher_linux_got.c        walking objects, finding and rewriting slots
+ *   patcher_linux_dl.c         the dlopen/dlmopen/dlclose/dlsym intercepts
+ *   patcher_linux_search.c     the loader's library search, as the caller sees it
+ */
+#ifndef OPAL_MCA_PATCHER_LINUX_H
+#define OPAL_MCA_PATCHER_LINUX_H
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "opal/mca/patcher/patcher.h"
+
+extern mca_patcher_base_component_t mca_patcher_linux_component;
+extern mca_patcher_base_module_t mca_patcher_linux_module;
+
+#define MCA_PATCHER_LINUX_MAX_HOOKS   64
+#define MCA_PATCHER_LINUX_MAX_SYMBOL  64
+#define MCA_PATCHER_LINUX_MAX_DEFS    8
+
+/* A symbol redirected by patch_symbol; objects loaded later get it too. */
+typedef struct mca_patcher_linux_hook_t {
+    char symbol[MCA_PATCHER_LINUX_MAX_SYMBOL];
+    uintptr_t value;        /* the intercept */
+    uintptr_t chain;        /* what the intercept calls: what calls reached before */
+    /* Definitions that redirected slots reached before (chain first): dlsym
+     * results equal to one of them are replaced by the intercept. */
+    uintptr_t defs[MCA_PATCHER_LINUX_MAX_DEFS];
+    int ndefs;
+    /* The function keeps state per copy of its library (the allocator): a
+     * slot bound to another copy (a dlmopen namespace) must not be sent to
+     * a chain that belongs to a different copy. */
+    bool per_copy_state;
+} mca_patcher_linux_hook_t;
+
+/*
+ * Serializes patch_symbol, the work after dlopen/dlclose and patch_fini.
+ * Recursive: a library's constructor or destructor run by the real
+ * dlopen/dlclose may call dlopen again.  Never taken by a restore
+ * function (the base calls those with its patch list mutex held, and we
+ * take that one under this lock).
+ */
+extern pthread_mutex_t mca_patcher_linux_lock;
+
+extern mca_patcher_linux_hook_t mca_patcher_linux_hooks[MCA_PATCHER_LINUX_MAX_HOOKS];
+extern int mca_patcher_linux_nhooks;
+extern int mca_patcher_linux_verbose;
+
+/* --- module: the table --- */
+
+/* Add (or refresh) a redirection and apply it to every loaded object. */
+int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t *old_addr);
+
+/* The intercept for a dlsym result, or the result itself (follows stacked hooks). */
+uintptr_t mca_patcher_linux_map_definition(uintptr_t addr);
+
+/* How to reach the real function behind one of our dl intercepts. */
+uintptr_t mca_patcher_linux_chain_of(const char *symbol);
+
+/* --- got: the mechanism --- */
+
+/* Whether the process has dynamic linking at all (the component's query). */
+bool mca_patcher_linux_have_dynamic(const char **reason);
+
+/*
+ * Find the chain of 'symbol' for a new hook: the definition that calls
+ * reach now.  OPAL_ERR_NOT_FOUND if nothing defines it.
+ */
+int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_t *chain);
+
+/*
+ * Rewrite every slot, in every loaded object but our own, that names the
+ * symbol of one of hooks[0..nhooks) and does not hold its intercept yet.
+ */
+int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks);
+
+/* Forget (without writing) the patch records whose slots were unloaded. */
+void mca_patcher_linux_got_drop_unloaded(void);
+
+/* Free the strings that patch records point at (after the last restore). */
+void mca_patcher_linux_got_free_strings(void);
+
+/* Where 'dyn' (an ElfW(Dyn) d_ptr as found in memory) points, for an object at base. */
+uintptr_t mca_patcher_linux_dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(Phdr) *phdr,
+                                    int phnum);
+
+/* The value of tag in a dynamic section, and whether it is there. */
+bool mca_patcher_linux_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t *value);
+
+/* --- dl: the watchers --- */
+
+/* Redirect dlopen, dlmopen, dlclose and dlsym, unless done (with the lock held). */
+int mca_patcher_linux_dl_install(void);
+/* A slot holding this value was restored: the watchers may need installing again. */
+void mca_patcher_linux_dl_restored(uintptr_t value);
+/* Forget everything (patch_fini). */
+void mca_patcher_linux_dl_forget(void);
+
+/* --- search: what the loader would open for the caller --- */
+
+/*
+ * For a name without '/': the path the loader would find searching the
+ * caller's DT_RPATH (and the executable's), LD_LIBRARY_PATH and the
+ * caller's DT_RUNPATH, written to path.  False when the name is found
+ * there in no file (the loader's cache and default directories remain).
+ */
+bool mca_patcher_linux_search(struct link_map *caller, const char *name, char *path, size_t size);
+
+/* Whether a loaded object of the caller's namespace answers to name (file name or soname). */
+bool mca_patcher_linux_loaded(struct link_map *caller, const char *name);
+
+/* Expand $ORIGIN, $LIB and $PLATFORM as the loader does for the caller; false if it cannot. */
+bool mca_patcher_linux_expand(struct link_map *caller, const char *in, char *out, size_t size);
+
+/* The object that holds addr (the program's when none does), and its namespace. */
+struct link_map *mca_patcher_linux_caller(const void *addr, Lmid_t *lmid);
+
+/* Forget the cached environment (patch_fini). */
+void mca_patcher_linux_search_forget(void);
+
+#endif

@@ -1,0 +1,231 @@
+/*
+ * The dl watchers: intercepts of dlopen, dlmopen, dlclose and dlsym.
+ *
+ * The loader judges a dlopen by its return address: the calling object's
+ * namespace, DT_RPATH/DT_RUNPATH and $ORIGIN.  Our intercept calling the
+ * real dlopen would be judged as the caller, so for a name without '/' it
+ * does the caller's part of the search itself (patcher_linux_search.c) and
+ * hands the loader a path, into the caller's namespace; the loader's own
+ * part (its cache, the default directories) is the same for everyone.
+ * dlsym(RTLD_NEXT) depends on the caller too and is emulated the same way.
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <string.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/linux/patcher_linux.h"
+#include "opal/util/output.h"
+
+#pragma weak dlopen
+#pragma weak dlmopen
+#pragma weak dlclose
+#pragma weak dlsym
+#pragma weak dladdr1
+
+typedef void *(*dlopen_fn_t)(const char *, int);
+typedef void *(*dlmopen_fn_t)(Lmid_t, const char *, int);
+typedef int (*dlclose_fn_t)(void *);
+typedef void *(*dlsym_fn_t)(void *, const char *);
+
+static bool installed;
+/* dl_iterate_phdr's counters when the objects were last patched/pruned. */
+static unsigned long long seen_adds, seen_subs;
+
+/* The real function: what our intercept chains to (never our own GOT,
+ * which is the program's when we are linked into it statically). */
+#define REAL(name) ((name##_fn_t) real_of(#name, (uintptr_t) name))
+
+static uintptr_t real_of(const char *symbol, uintptr_t fallback)
+{
+    uintptr_t chain = mca_patcher_linux_chain_of(symbol);
+    return chain ? chain : fallback;
+}
+
+static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    unsigned long long *c = arg;
+    c[0] = info->dlpi_adds;
+    c[1] = info->dlpi_subs;
+    return 1;
+}
+
+/* After a successful open: give the redirections to the new objects. */
+static void patch_new_objects(void)
+{
+    unsigned long long c[2] = {0, 0};
+    pthread_mutex_lock(&mca_patcher_linux_lock);
+    dl_iterate_phdr(read_counters, c);
+    if (c[0] != seen_adds) {
+        int rc = mca_patcher_linux_got_patch(mca_patcher_linux_hooks, mca_patcher_linux_nhooks);
+        if (OPAL_SUCCESS != rc) {
+            opal_output("patcher linux: could not patch the objects just loaded: %s",
+                        opal_strerror(rc));
+        }
+        seen_adds = c[0];
+    }
+    pthread_mutex_unlock(&mca_patcher_linux_lock);
+}
+
+/*
+ * Open file for the caller at caller_addr: into its namespace (or lmid
+ * for dlmopen), searching its paths.
+ */
+static void *open_for(const void *caller_addr, bool explicit_ns, Lmid_t lmid, const char *file,
+                      int mode)
+{
+    char expanded[PATH_MAX], path[PATH_MAX];
+    Lmid_t caller_ns = LM_ID_BASE;
+    struct link_map *caller = NULL;
+    const char *name = file;
+
+    if (NULL != file) {
+        caller = mca_patcher_linux_caller(caller_addr, &caller_ns);
+    }
+    if (!explicit_ns) {
+        lmid = caller_ns;
+    }
+    if (NULL != caller && strchr(file, '$') &&
+        mca_patcher_linux_expand(caller, file, expanded, sizeof(expanded))) {
+        name = expanded;
+    }
+    if (NULL != caller && NULL == strchr(name, '/') &&
+        !(lmid == caller_ns && mca_patcher_linux_loaded(caller, name)) &&
+        mca_patcher_linux_search(caller, name, path, sizeof(path))) {
+        name = path;
+    }
+    if (explicit_ns || LM_ID_BASE != lmid) {
+        return REAL(dlmopen)(lmid, name, mode);
+    }
+    return REAL(dlopen)(name, mode);
+}
+
+static void *linux_dlopen(const char *file, int mode)
+{
+    void *handle = open_for(__builtin_return_address(0), false, LM_ID_BASE, file, mode);
+    if (NULL != handle) {
+        patch_new_objects();
+    }
+    return handle;
+}
+
+static void *linux_dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+    void *handle = open_for(__builtin_return_address(0), true, lmid, file, mode);
+    if (NULL != handle) {
+        patch_new_objects();
+    }
+    return handle;
+}
+
+static int linux_dlclose(void *handle)
+{
+    unsigned long long c[2] = {0, 0};
+    /* Held across the real dlclose: nothing may record a slot of an object
+     * that is being unloaded before we prune. */
+    pthread_mutex_lock(&mca_patcher_linux_lock);
+    int rc = REAL(dlclose)(handle);
+    dl_iterate_phdr(read_counters, c);
+    if (c[1] != seen_subs) {
+        mca_patcher_linux_got_drop_unloaded();
+        seen_subs = c[1];
+    }
+    pthread_mutex_unlock(&mca_patcher_linux_lock);
+    return rc;
+}
+
+/* The first object after the caller, in its namespace, that defines symbol. */
+static void *next_after(const void *caller_addr, const char *symbol)
+{
+    Lmid_t lmid;
+    Dl_info info;
+    struct link_map *caller = mca_patcher_linux_caller(caller_addr, &lmid);
+    for (struct link_map *map = caller ? caller->l_next : NULL; map; map = map->l_next) {
+        void *addr = REAL(dlsym)(map, symbol);
+        struct link_map *owner;
+        /* dlsym on a handle also searches its dependencies: count the
+         * definition only where it lies in this very object. */
+        if (NULL != addr && 0 != dladdr1(addr, &info, (void **) &owner, RTLD_DL_LINKMAP) &&
+            owner == map) {
+            return addr;
+        }
+    }
+    /* Not found: let the loader say so (and set dlerror) in its words.  It
+     * searches after our object instead of the caller's, so what it might
+     * find there is not the answer. */
+    (void) REAL(dlsym)(RTLD_NEXT, symbol);
+    return NULL;
+}
+
+static void *linux_dlsym(void *handle, const char *symbol)
+{
+    const void *caller_addr = __builtin_return_address(0);
+    void *addr;
+    if (RTLD_NEXT == handle) {
+        addr = next_after(caller_addr, symbol);
+    } else if (RTLD_DEFAULT == handle) {
+        Lmid_t lmid;
+        struct link_map *caller = mca_patcher_linux_caller(caller_addr, &lmid);
+        /* Another namespace's global scope starts at the caller's objects. */
+        addr = REAL(dlsym)(LM_ID_BASE == lmid || NULL == caller ? RTLD_DEFAULT : (void *) caller,
+                           symbol);
+    } else {
+        addr = REAL(dlsym)(handle, symbol);
+    }
+    /* A definition our slots were redirected from: hand out the intercept. */
+    return (void *) mca_patcher_linux_map_definition((uintptr_t) addr);
+}
+
+static const struct {
+    const char *symbol;
+    uintptr_t intercept;
+} watchers[] = {
+    {"dlopen", (uintptr_t) linux_dlopen},
+    {"dlmopen", (uintptr_t) linux_dlmopen},
+    {"dlclose", (uintptr_t) linux_dlclose},
+    {"dlsym", (uintptr_t) linux_dlsym},
+};
+
+int mca_patcher_linux_dl_install(void)
+{
+    if (__atomic_load_n(&installed, __ATOMIC_RELAXED)) {
+        return OPAL_SUCCESS;
+    }
+    unsigned long long c[2] = {0, 0};
+    dl_iterate_phdr(read_counters, c);
+    for (size_t i = 0; i < sizeof(watchers) / sizeof(watchers[0]); i++) {
+        uintptr_t chain;
+        int rc = mca_patcher_linux_hook_symbol(watchers[i].symbol, watchers[i].intercept, &chain);
+        if (OPAL_ERR_NOT_FOUND == rc) {
+            continue; /* nothing defines it: nobody can call it */
+        }
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    seen_adds = c[0];
+    seen_subs = c[1];
+    __atomic_store_n(&installed, true, __ATOMIC_RELAXED);
+    return OPAL_SUCCESS;
+}
+
+void mca_patcher_linux_dl_restored(uintptr_t value)
+{
+    /* Called by a restore with the base's patch list mutex held: no lock
+     * here, a flag for the next patch_symbol. */
+    for (size_t i = 0; i < sizeof(watchers) / sizeof(watchers[0]); i++) {
+        if (watchers[i].intercept == value) {
+            __atomic_store_n(&installed, false, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+void mca_patcher_linux_dl_forget(void)
+{
+    installed = false;
+    seen_adds = seen_subs = 0;
+    mca_patcher_linux_search_forget();
+}

@@ -1,0 +1,621 @@
+/*
+ * The GOT mechanism: walk the loaded objects, find the slots (PLT
+ * relocations and GLOB_DAT entries) that name a symbol, rewrite them.
+ *
+ * Two phases, because of the loader's locks: dl_iterate_phdr holds the
+ * loader's write lock while it calls us, and dladdr/dlsym take the loader's
+ * main lock, which a concurrent dlopen holds while it waits for the write
+ * lock.  So the callback only reads memory and collects slots; deciding
+ * (which needs dladdr/dlsym), writing and recording happen afterwards.  An
+ * object cannot vanish in between: every dlclose that is not ours goes
+ * through our dlclose intercept, which waits for mca_patcher_linux_lock.
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/mca/patcher/linux/patcher_linux.h"
+#include "opal/util/output.h"
+
+/* A static executable may be linked without them: then they are NULL. */
+#pragma weak dladdr1
+#pragma weak dlinfo
+#pragma weak dlsym
+
+/* r_info decoding for the native class (link.h has ElfW for types only). */
+#if __ELF_NATIVE_CLASS == 64
+#    define GOT_R_SYM(info)  ELF64_R_SYM(info)
+#    define GOT_R_TYPE(info) ELF64_R_TYPE(info)
+#else
+#    define GOT_R_SYM(info)  ELF32_R_SYM(info)
+#    define GOT_R_TYPE(info) ELF32_R_TYPE(info)
+#endif
+
+#if defined(__x86_64__)
+#    define GOT_JUMP_SLOT R_X86_64_JUMP_SLOT
+#    define GOT_GLOB_DAT  R_X86_64_GLOB_DAT
+#elif defined(__aarch64__)
+#    define GOT_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#    define GOT_GLOB_DAT  R_AARCH64_GLOB_DAT
+#elif defined(__i386__)
+#    define GOT_JUMP_SLOT R_386_JMP_SLOT
+#    define GOT_GLOB_DAT  R_386_GLOB_DAT
+#endif
+
+typedef struct got_object_t {
+    uintptr_t start, end;   /* extent of the PT_LOAD segments */
+    uintptr_t dynamic;      /* its dynamic section: an address inside it */
+    const char *how;        /* "GOT slot in <name>", interned */
+} got_object_t;
+
+typedef struct got_slot_t {
+    uintptr_t addr;
+    int name;               /* index into the names scanned for */
+    int object;
+    uintptr_t own_def;      /* the object's own definition of the symbol, or 0 */
+} got_slot_t;
+
+typedef struct got_scan_t {
+    const char *const *names;
+    int nnames;
+    bool skip_own;
+    got_object_t *objects;
+    int nobjects, objects_cap;
+    got_slot_t *slots;
+    int nslots, slots_cap;
+    /* Canonical PLT entries: an executable's PLT stub standing for a
+     * function whose address it takes.  Never a chain target. */
+    uintptr_t *stubs;
+    int nstubs, stubs_cap;
+    int rc;
+} got_scan_t;
+
+/* Strings for patch_how, kept until patch_fini (records point at them). */
+typedef struct got_string_t {
+    struct got_string_t *next;
+    char text[];
+} got_string_t;
+static got_string_t *got_strings;
+
+static bool grow(void **array, int *cap, int n, size_t elem)
+{
+    if (n < *cap) {
+        return true;
+    }
+    int ncap = *cap ? 2 * *cap : 64;
+    void *p = realloc(*array, (size_t) ncap * elem);
+    if (NULL == p) {
+        return false;
+    }
+    *array = p;
+    *cap = ncap;
+    return true;
+}
+
+static const char *intern_how(const char *name)
+{
+    static const char prefix[] = "GOT slot in ";
+    for (got_string_t *s = got_strings; s; s = s->next) {
+        if (0 == strcmp(s->text + sizeof(prefix) - 1, name)) {
+            return s->text;
+        }
+    }
+    got_string_t *s = malloc(sizeof(*s) + sizeof(prefix) + strlen(name));
+    if (NULL == s) {
+        return "GOT slot";
+    }
+    strcpy(s->text, prefix);
+    strcat(s->text, name);
+    s->next = got_strings;
+    got_strings = s;
+    return s->text;
+}
+
+void mca_patcher_linux_got_free_strings(void)
+{
+    while (got_strings) {
+        got_string_t *next = got_strings->next;
+        free(got_strings);
+        got_strings = next;
+    }
+}
+
+bool mca_patcher_linux_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t *value)
+{
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        if (dyn->d_tag == tag) {
+            *value = dyn->d_un.d_val;
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * glibc adds the load address to some d_ptr entries in place (where the
+ * dynamic section is writable); elsewhere (the vDSO, a read-only dynamic
+ * section, other libcs) they are still link-time addresses.  A value that
+ * already lies inside the object is absolute.
+ */
+uintptr_t mca_patcher_linux_dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(Phdr) *phdr,
+                                    int phnum)
+{
+    for (int i = 0; i < phnum; i++) {
+        if (PT_LOAD == phdr[i].p_type && d_ptr >= base + phdr[i].p_vaddr &&
+            d_ptr < base + phdr[i].p_vaddr + phdr[i].p_memsz) {
+            return d_ptr;
+        }
+    }
+    return base + d_ptr;
+}
+
+static bool is_vdso(const struct dl_phdr_info *info)
+{
+    uintptr_t ehdr = (uintptr_t) getauxval(AT_SYSINFO_EHDR);
+    return 0 != ehdr && (uintptr_t) info->dlpi_phdr >= ehdr &&
+           (uintptr_t) info->dlpi_phdr < ehdr + 4096;
+}
+
+/* Our own objects: the component (a DSO, or inside the library) and libopal-patcher. */
+static bool is_own(const struct dl_phdr_info *info, uintptr_t start, uintptr_t end)
+{
+    const uintptr_t own[] = {(uintptr_t) &mca_patcher_linux_component,
+                             (uintptr_t) &mca_patcher_base_patch_new};
+    /* Linked statically into the program, we share its GOT with the
+     * application's own calls: those must be patched. */
+    if ('\0' == info->dlpi_name[0]) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+        if (own[i] >= start && own[i] < end) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void scan_table(got_scan_t *scan, int object, uintptr_t base, uintptr_t table, size_t size,
+                       size_t entsize, const ElfW(Sym) *symtab, const char *strtab)
+{
+#ifdef GOT_JUMP_SLOT
+    if (0 == table || 0 == entsize) {
+        return;
+    }
+    for (size_t off = 0; off + entsize <= size; off += entsize) {
+        /* Rel and Rela begin alike: r_offset, r_info. */
+        const ElfW(Rel) *rel = (const ElfW(Rel) *) (table + off);
+        const unsigned long type = GOT_R_TYPE(rel->r_info);
+        if (GOT_JUMP_SLOT != type && GOT_GLOB_DAT != type) {
+            continue;
+        }
+        const ElfW(Sym) *sym = &symtab[GOT_R_SYM(rel->r_info)];
+        const char *name = strtab + sym->st_name;
+        for (int n = 0; n < scan->nnames; n++) {
+            if (0 != strcmp(name, scan->names[n])) {
+                continue;
+            }
+            if (SHN_UNDEF == sym->st_shndx && 0 != sym->st_value) {
+                if (!grow((void **) &scan->stubs, &scan->stubs_cap, scan->nstubs, sizeof(uintptr_t))) {
+                    scan->rc = OPAL_ERR_OUT_OF_RESOURCE;
+                    return;
+                }
+                scan->stubs[scan->nstubs++] = base + sym->st_value;
+            }
+            if (!grow((void **) &scan->slots, &scan->slots_cap, scan->nslots, sizeof(got_slot_t))) {
+                scan->rc = OPAL_ERR_OUT_OF_RESOURCE;
+                return;
+            }
+            scan->slots[scan->nslots++] = (got_slot_t) {
+                .addr = base + rel->r_offset,
+                .name = n,
+                .object = object,
+                .own_def = SHN_UNDEF != sym->st_shndx ? base + sym->st_value : 0,
+            };
+        }
+    }
+#endif
+}
+
+static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    got_scan_t *scan = arg;
+    const uintptr_t base = info->dlpi_addr;
+    const ElfW(Phdr) *dynph = NULL;
+    uintptr_t start = UINTPTR_MAX, end = 0;
+
+    if (OPAL_SUCCESS != scan->rc || is_vdso(info)) {
+        return 0;
+    }
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (PT_LOAD == ph->p_type) {
+            start = base + ph->p_vaddr < start ? base + ph->p_vaddr : start;
+            end = base + ph->p_vaddr + ph->p_memsz > end ? base + ph->p_vaddr + ph->p_memsz : end;
+        } else if (PT_DYNAMIC == ph->p_type) {
+            dynph = ph;
+        }
+    }
+    if (NULL == dynph || start >= end || (scan->skip_own && is_own(info, start, end))) {
+        return 0;
+    }
+    const ElfW(Dyn) *dyn = (const ElfW(Dyn) *) (base + dynph->p_vaddr);
+    uintptr_t symtab, strtab;
+    if (!mca_patcher_linux_dyn_get(dyn, DT_SYMTAB, &symtab) ||
+        !mca_patcher_linux_dyn_get(dyn, DT_STRTAB, &strtab)) {
+        return 0;
+    }
+#define PTR(v) mca_patcher_linux_dyn_ptr(base, (v), info->dlpi_phdr, info->dlpi_phnum)
+    const ElfW(Sym) *syms = (const ElfW(Sym) *) PTR(symtab);
+    const char *strs = (const char *) PTR(strtab);
+
+    if (!grow((void **) &scan->objects, &scan->objects_cap, scan->nobjects, sizeof(got_object_t))) {
+        scan->rc = OPAL_ERR_OUT_OF_RESOURCE;
+        return 0;
+    }
+    const int object = scan->nobjects++;
+    scan->objects[object] = (got_object_t) {
+        .start = start,
+        .end = end,
+        .dynamic = (uintptr_t) dyn,
+        .how = NULL,
+    };
+    const char *name = info->dlpi_name[0] ? info->dlpi_name : "the executable";
+    scan->objects[object].how = name; /* interned in phase two, outside the loader lock */
+
+    /* PLT relocations: Rel or Rela as DT_PLTREL says. */
+    uintptr_t jmprel, pltrelsz, pltrel = DT_RELA;
+    if (mca_patcher_linux_dyn_get(dyn, DT_JMPREL, &jmprel) &&
+        mca_patcher_linux_dyn_get(dyn, DT_PLTRELSZ, &pltrelsz)) {
+        mca_patcher_linux_dyn_get(dyn, DT_PLTREL, &pltrel);
+        scan_table(scan, object, base, PTR(jmprel), pltrelsz,
+                   DT_REL == pltrel ? sizeof(ElfW(Rel)) : sizeof(ElfW(Rela)), syms, strs);
+    }
+    /* The other relocations, where the GLOB_DAT entries are. */
+    uintptr_t table, tsize, entsize;
+    if (mca_patcher_linux_dyn_get(dyn, DT_RELA, &table) &&
+        mca_patcher_linux_dyn_get(dyn, DT_RELASZ, &tsize)) {
+        if (!mca_patcher_linux_dyn_get(dyn, DT_RELAENT, &entsize)) {
+            entsize = sizeof(ElfW(Rela));
+        }
+        scan_table(scan, object, base, PTR(table), tsize, entsize, syms, strs);
+    }
+    if (mca_patcher_linux_dyn_get(dyn, DT_REL, &table) &&
+        mca_patcher_linux_dyn_get(dyn, DT_RELSZ, &tsize)) {
+        if (!mca_patcher_linux_dyn_get(dyn, DT_RELENT, &entsize)) {
+            entsize = sizeof(ElfW(Rel));
+        }
+        scan_table(scan, object, base, PTR(table), tsize, entsize, syms, strs);
+    }
+#undef PTR
+    return 0;
+}
+
+static void scan_free(got_scan_t *scan)
+{
+    free(scan->objects);
+    free(scan->slots);
+    free(scan->stubs);
+}
+
+static int scan_run(got_scan_t *scan)
+{
+    dl_iterate_phdr(scan_object, scan);
+    if (OPAL_SUCCESS != scan->rc) {
+        opal_output("patcher linux: out of memory while scanning the loaded objects");
+        return scan->rc;
+    }
+    /* Object names may be freed by a later dlclose: copy them now. */
+    for (int i = 0; i < scan->nobjects; i++) {
+        scan->objects[i].how = intern_how(scan->objects[i].how);
+    }
+    return OPAL_SUCCESS;
+}
+
+static bool is_stub(const got_scan_t *scan, uintptr_t value)
+{
+    for (int i = 0; i < scan->nstubs; i++) {
+        if (scan->stubs[i] == value) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The namespace of an object, and its handle; false without the dl functions. */
+static bool object_namespace(const got_object_t *obj, struct link_map **map, Lmid_t *lmid)
+{
+    Dl_info info;
+    if (NULL == dladdr1 || NULL == dlinfo ||
+        0 == dladdr1((void *) obj->dynamic, &info, (void **) map, RTLD_DL_LINKMAP) || NULL == *map ||
+        0 != dlinfo(*map, RTLD_DI_LMID, lmid)) {
+        return false;
+    }
+    return true;
+}
+
+static void *real_dlsym(void *handle, const char *symbol)
+{
+    void *(*fn)(void *, const char *) = (void *(*) (void *, const char *))
+        mca_patcher_linux_chain_of("dlsym");
+    if (NULL == fn) {
+        fn = dlsym;
+    }
+    return NULL == fn ? NULL : fn(handle, symbol);
+}
+
+/*
+ * What a slot's calls reach: its value once bound; while still lazily
+ * bound (it points at its own object's PLT) the definition the loader
+ * would bind, found in the object's namespace.
+ */
+static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot, uintptr_t value,
+                                 const char *symbol)
+{
+    const got_object_t *obj = &scan->objects[slot->object];
+    if (value < obj->start || value >= obj->end || value == slot->own_def) {
+        return value;
+    }
+    struct link_map *map;
+    Lmid_t lmid;
+    if (!object_namespace(obj, &map, &lmid)) {
+        return 0;
+    }
+    return (uintptr_t) real_dlsym(LM_ID_BASE == lmid ? RTLD_DEFAULT : (void *) map, symbol);
+}
+
+int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_t *chain)
+{
+    const char *names[] = {symbol};
+    got_scan_t scan = {.names = names, .nnames = 1, .skip_own = false};
+    int rc = scan_run(&scan);
+    *chain = 0;
+    /* The first bound slot of the base namespace, in load order (the
+     * executable first): what the program's own calls reach. */
+    for (int i = 0; OPAL_SUCCESS == rc && i < scan.nslots && 0 == *chain; i++) {
+        const got_slot_t *slot = &scan.slots[i];
+        const got_object_t *obj = &scan.objects[slot->object];
+        uintptr_t value = __atomic_load_n((uintptr_t *) slot->addr, __ATOMIC_ACQUIRE);
+        struct link_map *map;
+        Lmid_t lmid;
+        if (value == new_addr || 0 == value || is_stub(&scan, value) ||
+            (value >= obj->start && value < obj->end && value != slot->own_def) ||
+            !object_namespace(obj, &map, &lmid) || LM_ID_BASE != lmid) {
+            continue;
+        }
+        *chain = value;
+    }
+    if (OPAL_SUCCESS == rc && 0 == *chain) {
+        *chain = (uintptr_t) real_dlsym(RTLD_DEFAULT, symbol);
+        if (0 == *chain) {
+            opal_output_verbose(mca_patcher_linux_verbose, 1,
+                                "patcher linux: no loaded object defines %s", symbol);
+            rc = OPAL_ERR_NOT_FOUND;
+        } else if (is_stub(&scan, *chain)) {
+            opal_output("patcher linux: %s resolves to the executable's PLT stub only "
+                        "(a non-PIE program taking its address): no definition to chain to",
+                        symbol);
+            rc = OPAL_ERR_NOT_SUPPORTED;
+        }
+    }
+    scan_free(&scan);
+    return rc;
+}
+
+typedef struct got_write_t {
+    uintptr_t slot;
+    uintptr_t value;
+} got_write_t;
+
+/* One aligned 8-byte store: a thread calling through the slot sees old or new. */
+static void got_store(void *arg)
+{
+    const got_write_t *w = arg;
+    __atomic_store_n((uintptr_t *) w->slot, w->value, __ATOMIC_SEQ_CST);
+}
+
+static int got_write(uintptr_t slot, uintptr_t value, const char *symbol)
+{
+    got_write_t w = {.slot = slot, .value = value};
+    const char *reason = NULL;
+    int rc = mca_patcher_base_with_writable(slot, sizeof(uintptr_t), got_store, &w, &reason);
+    if (OPAL_SUCCESS != rc) {
+        opal_output("patcher linux: cannot write the GOT slot of %s at %p: %s", symbol,
+                    (void *) slot, reason ? reason : "unknown reason");
+    }
+    return rc;
+}
+
+static void got_restore(mca_patcher_base_patch_t *patch)
+{
+    uintptr_t now = __atomic_load_n((uintptr_t *) patch->patch_orig, __ATOMIC_ACQUIRE);
+    uintptr_t orig;
+    memcpy(&orig, patch->patch_orig_data, sizeof(orig));
+    if (now != patch->patch_value) {
+        /* Someone patched over us: undo everything anyway, as promised, but say so. */
+        opal_output("patcher linux: the GOT slot of %s at %p was changed by someone else "
+                    "since we patched it; restoring the original value",
+                    patch->patch_symbol, (void *) patch->patch_orig);
+    }
+    got_write(patch->patch_orig, orig, patch->patch_symbol);
+    mca_patcher_linux_dl_restored(patch->patch_value);
+}
+
+static void hook_note_definition(mca_patcher_linux_hook_t *hook, uintptr_t def)
+{
+    for (int i = 0; i < hook->ndefs; i++) {
+        if (hook->defs[i] == def) {
+            return;
+        }
+    }
+    if (hook->ndefs < MCA_PATCHER_LINUX_MAX_DEFS) {
+        hook->defs[hook->ndefs++] = def;
+    }
+}
+
+static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patcher_linux_hook_t *hook)
+{
+    uintptr_t value = __atomic_load_n((uintptr_t *) slot->addr, __ATOMIC_ACQUIRE);
+    if (value == hook->value) {
+        return OPAL_SUCCESS; /* patched already (or listed twice) */
+    }
+    uintptr_t def = slot_definition(scan, slot, value, hook->symbol);
+    if (0 == def) {
+        return OPAL_SUCCESS; /* binds to nothing (weak undefined): never called */
+    }
+    if (def != hook->chain && hook->per_copy_state) {
+        opal_output_verbose(mca_patcher_linux_verbose, 10,
+                            "patcher linux: leaving %s's slot at %p in %s alone: it reaches "
+                            "another copy of the function (%p, not %p)",
+                            hook->symbol, (void *) slot->addr, scan->objects[slot->object].how,
+                            (void *) def, (void *) hook->chain);
+        return OPAL_SUCCESS;
+    }
+    mca_patcher_base_patch_t *patch = mca_patcher_base_patch_new();
+    if (NULL == patch) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    patch->patch_symbol = hook->symbol;
+    patch->patch_value = hook->value;
+    patch->patch_orig = slot->addr;
+    patch->patch_chain = hook->chain;
+    memcpy(patch->patch_orig_data, &value, sizeof(value));
+    memcpy(patch->patch_data, &hook->value, sizeof(hook->value));
+    patch->patch_data_size = sizeof(uintptr_t);
+    patch->patch_how = scan->objects[slot->object].how;
+    patch->patch_restore = got_restore;
+    int rc = got_write(slot->addr, hook->value, hook->symbol);
+    if (OPAL_SUCCESS != rc) {
+        free(patch);
+        return rc;
+    }
+    hook_note_definition(hook, def);
+    mca_patcher_base_patch_add(&mca_patcher_linux_module, patch);
+    opal_output_verbose(mca_patcher_linux_verbose, 20, "patcher linux: %s: %s at %p -> %p",
+                        hook->symbol, patch->patch_how, (void *) slot->addr, (void *) hook->value);
+    return OPAL_SUCCESS;
+}
+
+int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks)
+{
+    const char *names[MCA_PATCHER_LINUX_MAX_HOOKS];
+    for (int h = 0; h < nhooks; h++) {
+        names[h] = hooks[h].symbol;
+    }
+    got_scan_t scan = {.names = names, .nnames = nhooks, .skip_own = true};
+    int rc = scan_run(&scan);
+    /* Hooks in the order they were made: a later hook of the same symbol
+     * chains to an earlier one, so it must find that one in place. */
+    for (int h = 0; OPAL_SUCCESS == rc && h < nhooks; h++) {
+        for (int i = 0; OPAL_SUCCESS == rc && i < scan.nslots; i++) {
+            if (0 == strcmp(names[scan.slots[i].name], hooks[h].symbol)) {
+                rc = patch_slot(&scan, &scan.slots[i], &hooks[h]);
+            }
+        }
+    }
+    scan_free(&scan);
+    return rc;
+}
+
+/* --- forgetting what was unloaded --- */
+
+typedef struct got_extents_t {
+    uintptr_t (*range)[2];
+    int n, cap;
+    bool failed;
+} got_extents_t;
+
+static int collect_extent(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    got_extents_t *ext = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (PT_LOAD != ph->p_type) {
+            continue;
+        }
+        if (!grow((void **) &ext->range, &ext->cap, ext->n, sizeof(ext->range[0]))) {
+            ext->failed = true;
+            return 1;
+        }
+        ext->range[ext->n][0] = info->dlpi_addr + ph->p_vaddr;
+        ext->range[ext->n][1] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        ext->n++;
+    }
+    return 0;
+}
+
+/*
+ * Filter for mca_patcher_base_restore_patches: a record whose slot is no
+ * longer inside a loaded object is dropped without being written (its
+ * restore function is cleared before the base would call it).
+ */
+static bool slot_unloaded(mca_patcher_base_patch_t *patch, void *arg)
+{
+    const got_extents_t *ext = arg;
+    for (int i = 0; i < ext->n; i++) {
+        if (patch->patch_orig >= ext->range[i][0] && patch->patch_orig < ext->range[i][1]) {
+            return false;
+        }
+    }
+    opal_output_verbose(mca_patcher_linux_verbose, 20,
+                        "patcher linux: %s: forgetting the slot at %p (%s): unloaded",
+                        patch->patch_symbol, (void *) patch->patch_orig, patch->patch_how);
+    patch->patch_restore = NULL;
+    return true;
+}
+
+void mca_patcher_linux_got_drop_unloaded(void)
+{
+    got_extents_t ext = {0};
+    dl_iterate_phdr(collect_extent, &ext);
+    if (!ext.failed) {
+        mca_patcher_base_restore_patches(&mca_patcher_linux_module, slot_unloaded, &ext);
+    } else {
+        opal_output("patcher linux: out of memory: cannot forget the GOT slots of unloaded objects");
+    }
+    free(ext.range);
+}
+
+/* --- can this process be patched at all --- */
+
+static int find_dynamic(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    if (is_vdso(info)) {
+        return 0;
+    }
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (PT_DYNAMIC == info->dlpi_phdr[i].p_type) {
+            *(bool *) arg = true;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+bool mca_patcher_linux_have_dynamic(const char **reason)
+{
+#ifndef GOT_JUMP_SLOT
+    *reason = "the GOT relocation types of this architecture are not known to the linux patcher";
+    return false;
+#else
+    bool found = false;
+    dl_iterate_phdr(find_dynamic, &found);
+    if (!found) {
+        *reason = "the process has no dynamic linking (a static executable): no loaded object "
+                  "has a dynamic section, so there is no GOT to patch";
+        return false;
+    }
+    if (NULL == dlsym || NULL == dladdr1 || NULL == dlinfo) {
+        *reason = "the dynamic loader's functions (dlsym, dladdr1, dlinfo) are not linked into "
+                  "this program (a static executable)";
+        return false;
+    }
+    return true;
+#endif
+}

@@ -1,0 +1,161 @@
+/*
+ * The linux patcher module: patch_symbol and the table of redirected
+ * symbols that objects loaded later receive too.
+ */
+#include "opal_config.h"
+
+#include <string.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/mca/patcher/linux/patcher_linux.h"
+#include "opal/util/output.h"
+
+pthread_mutex_t mca_patcher_linux_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+mca_patcher_linux_hook_t mca_patcher_linux_hooks[MCA_PATCHER_LINUX_MAX_HOOKS];
+int mca_patcher_linux_nhooks;
+int mca_patcher_linux_verbose;
+
+/* Entry points whose state (the heap) belongs to one copy of libc. */
+static const char *const per_copy_state_symbols[] = {
+    "malloc",        "free",           "calloc",     "realloc",     "reallocarray",
+    "memalign",      "posix_memalign", "aligned_alloc", "valloc",   "pvalloc",
+    "malloc_trim",   "malloc_usable_size", "mallopt", "cfree",      NULL,
+};
+
+static bool has_per_copy_state(const char *symbol)
+{
+    for (int i = 0; per_copy_state_symbols[i]; i++) {
+        if (0 == strcmp(symbol, per_copy_state_symbols[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t *old_addr)
+{
+    if (NULL == symbol || '\0' == symbol[0] || strlen(symbol) >= MCA_PATCHER_LINUX_MAX_SYMBOL ||
+        0 == new_addr || NULL == old_addr) {
+        opal_output("patcher linux: patch_symbol: bad argument (symbol '%s', intercept %p)",
+                    symbol ? symbol : "(null)", (void *) new_addr);
+        return OPAL_ERR_BAD_PARAM;
+    }
+    /* The same redirection again (after a restore): refresh it in place. */
+    int h;
+    for (h = 0; h < mca_patcher_linux_nhooks; h++) {
+        if (mca_patcher_linux_hooks[h].value == new_addr &&
+            0 == strcmp(mca_patcher_linux_hooks[h].symbol, symbol)) {
+            break;
+        }
+    }
+    if (h == MCA_PATCHER_LINUX_MAX_HOOKS) {
+        opal_output("patcher linux: cannot redirect %s: more than %d redirections", symbol,
+                    MCA_PATCHER_LINUX_MAX_HOOKS);
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    uintptr_t chain;
+    int rc = mca_patcher_linux_got_chain(symbol, new_addr, &chain);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    mca_patcher_linux_hook_t *hook = &mca_patcher_linux_hooks[h];
+    /* Readers (the dl intercepts) look at entries below nhooks without the
+     * lock: fill the entry before publishing it. */
+    strcpy(hook->symbol, symbol);
+    hook->value = new_addr;
+    hook->defs[0] = chain;
+    hook->ndefs = 1;
+    hook->per_copy_state = has_per_copy_state(symbol);
+    __atomic_store_n(&hook->chain, chain, __ATOMIC_RELEASE);
+    const bool added = h == mca_patcher_linux_nhooks;
+    if (added) {
+        __atomic_store_n(&mca_patcher_linux_nhooks, h + 1, __ATOMIC_RELEASE);
+    }
+    rc = mca_patcher_linux_got_patch(hook, 1);
+    if (OPAL_SUCCESS != rc && added) {
+        /* What was patched stays recorded (the base undoes it); objects
+         * loaded later must not get a redirection that failed. */
+        __atomic_store_n(&mca_patcher_linux_nhooks, h, __ATOMIC_RELEASE);
+        return rc;
+    }
+    *old_addr = chain;
+    return rc;
+}
+
+uintptr_t mca_patcher_linux_chain_of(const char *symbol)
+{
+    const int n = __atomic_load_n(&mca_patcher_linux_nhooks, __ATOMIC_ACQUIRE);
+    for (int h = 0; h < n; h++) {
+        if (0 == strcmp(mca_patcher_linux_hooks[h].symbol, symbol)) {
+            return __atomic_load_n(&mca_patcher_linux_hooks[h].chain, __ATOMIC_ACQUIRE);
+        }
+    }
+    return 0;
+}
+
+uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
+{
+    const int n = __atomic_load_n(&mca_patcher_linux_nhooks, __ATOMIC_ACQUIRE);
+    if (0 == addr) {
+        return addr;
+    }
+    /* Hooks in order: a second hook of a symbol chains to the first one's
+     * intercept, so mapping through all of them ends at the newest. */
+    for (int h = 0; h < n; h++) {
+        const mca_patcher_linux_hook_t *hook = &mca_patcher_linux_hooks[h];
+        for (int d = 0; d < hook->ndefs && d < MCA_PATCHER_LINUX_MAX_DEFS; d++) {
+            if (hook->defs[d] == addr) {
+                addr = hook->value;
+                break;
+            }
+        }
+    }
+    return addr;
+}
+
+static int linux_init(void)
+{
+    mca_patcher_linux_verbose = opal_patcher_base_framework.framework_verbose;
+    return OPAL_SUCCESS;
+}
+
+static int linux_fini(void)
+{
+    pthread_mutex_lock(&mca_patcher_linux_lock);
+    /* A dlopen in another thread may have patched a new object while the
+     * base was restoring: undo that too before forgetting the table. */
+    mca_patcher_base_restore_patches(&mca_patcher_linux_module, NULL, NULL);
+    __atomic_store_n(&mca_patcher_linux_nhooks, 0, __ATOMIC_RELEASE);
+    memset(mca_patcher_linux_hooks, 0, sizeof(mca_patcher_linux_hooks));
+    mca_patcher_linux_dl_forget();
+    mca_patcher_linux_got_free_strings();
+    pthread_mutex_unlock(&mca_patcher_linux_lock);
+    return OPAL_SUCCESS;
+}
+
+static int linux_patch_symbol(const char *symbol, uintptr_t new_addr, uintptr_t *old_addr)
+{
+    pthread_mutex_lock(&mca_patcher_linux_lock);
+    /* Watch dlopen first: objects loaded from now on get this symbol too. */
+    int rc = mca_patcher_linux_dl_install();
+    if (OPAL_SUCCESS == rc) {
+        rc = mca_patcher_linux_hook_symbol(symbol, new_addr, old_addr);
+    }
+    pthread_mutex_unlock(&mca_patcher_linux_lock);
+    return rc;
+}
+
+mca_patcher_base_module_t mca_patcher_linux_module = {
+    .super = {.module_component = &mca_patcher_linux_component.patcherc_version},
+    .patch_init = linux_init,
+    .patch_fini = linux_fini,
+    .patch_symbol = linux_patch_symbol,
+    /* A GOT names symbols; a bare address has no slot to rewrite.  NULL
+     * tells the memory hooks to patch by symbol. */
+    .patch_address = NULL,
+    .patch_limits = "sees only calls made through a GOT slot: not calls inside a library that "
+                    "bypass its own PLT (libc's free calling munmap), not the constructors of "
+                    "an object run by dlopen before it returns, not raw syscalls; a slot bound "
+                    "to another copy of an allocator function (a dlmopen namespace) is left alone",
+};
