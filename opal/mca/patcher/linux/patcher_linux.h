@@ -107,6 +107,9 @@ void mca_patcher_linux_dl_restored(uintptr_t value);
 /* Forget everything (patch_fini). */
 void mca_patcher_linux_dl_forget(void);
 
+/* dlsym in one loaded object (and its dependencies), by the real functions. */
+void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);
+
 /* --- search: what the loader would open for the caller --- */
 
 /*

@@ -20,9 +20,8 @@
 #include "opal/mca/patcher/linux/patcher_linux.h"
 #include "opal/util/output.h"
 
-#pragma weak dlopen
-#pragma weak dlmopen
-#pragma weak dlclose
+/* Weak: a static link must not need them (and glibc warns about a static
+ * program naming dlopen/dlmopen, so those are only reached by chain). */
 #pragma weak dlsym
 #pragma weak dladdr1
 
@@ -35,15 +34,16 @@ static bool installed;
 /* dl_iterate_phdr's counters when the objects were last patched/pruned. */
 static unsigned long long seen_adds, seen_subs;
 
-/* The real function: what our intercept chains to (never our own GOT,
- * which is the program's when we are linked into it statically). */
-#define REAL(name) ((name##_fn_t) real_of(#name, (uintptr_t) name))
+enum { WATCH_DLOPEN, WATCH_DLMOPEN, WATCH_DLCLOSE, WATCH_DLSYM, WATCH_COUNT };
 
-static uintptr_t real_of(const char *symbol, uintptr_t fallback)
-{
-    uintptr_t chain = mca_patcher_linux_chain_of(symbol);
-    return chain ? chain : fallback;
-}
+/*
+ * The real functions: what our intercepts chain to (never through our own
+ * GOT, which is the program's when we are linked into it statically).
+ * Kept after patch_fini for a call still on its way through an intercept.
+ */
+static uintptr_t reals[WATCH_COUNT];
+
+#define REAL(name, index) ((name##_fn_t) reals[index])
 
 static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -98,9 +98,9 @@ static void *open_for(const void *caller_addr, bool explicit_ns, Lmid_t lmid, co
         name = path;
     }
     if (explicit_ns || LM_ID_BASE != lmid) {
-        return REAL(dlmopen)(lmid, name, mode);
+        return REAL(dlmopen, WATCH_DLMOPEN)(lmid, name, mode);
     }
-    return REAL(dlopen)(name, mode);
+    return REAL(dlopen, WATCH_DLOPEN)(name, mode);
 }
 
 static void *linux_dlopen(const char *file, int mode)
@@ -127,7 +127,7 @@ static int linux_dlclose(void *handle)
     /* Held across the real dlclose: nothing may record a slot of an object
      * that is being unloaded before we prune. */
     pthread_mutex_lock(&mca_patcher_linux_lock);
-    int rc = REAL(dlclose)(handle);
+    int rc = REAL(dlclose, WATCH_DLCLOSE)(handle);
     dl_iterate_phdr(read_counters, c);
     if (c[1] != seen_subs) {
         mca_patcher_linux_got_drop_unloaded();
@@ -137,6 +137,32 @@ static int linux_dlclose(void *handle)
     return rc;
 }
 
+void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol)
+{
+    /* A link_map is a handle only once the loader has built its search
+     * list (dlopen did): a plain dependency has none.  Opening it again
+     * (RTLD_NOLOAD: nothing is loaded, no constructor runs) builds it. */
+    const bool program = LM_ID_BASE == lmid && NULL == map->l_prev;
+    void *handle = NULL;
+    if (0 == reals[WATCH_DLOPEN] || 0 == reals[WATCH_DLMOPEN] || 0 == reals[WATCH_DLCLOSE] ||
+        0 == reals[WATCH_DLSYM] || (!program && (NULL == map->l_name || '\0' == map->l_name[0]))) {
+        return NULL;
+    }
+    if (program) {
+        handle = REAL(dlopen, WATCH_DLOPEN)(NULL, RTLD_LAZY);
+    } else if (LM_ID_BASE == lmid) {
+        handle = REAL(dlopen, WATCH_DLOPEN)(map->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    } else {
+        handle = REAL(dlmopen, WATCH_DLMOPEN)(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    }
+    if (NULL == handle) {
+        return NULL;
+    }
+    void *addr = REAL(dlsym, WATCH_DLSYM)(handle, symbol);
+    REAL(dlclose, WATCH_DLCLOSE)(handle);
+    return addr;
+}
+
 /* The first object after the caller, in its namespace, that defines symbol. */
 static void *next_after(const void *caller_addr, const char *symbol)
 {
@@ -144,7 +170,7 @@ static void *next_after(const void *caller_addr, const char *symbol)
     Dl_info info;
     struct link_map *caller = mca_patcher_linux_caller(caller_addr, &lmid);
     for (struct link_map *map = caller ? caller->l_next : NULL; map; map = map->l_next) {
-        void *addr = REAL(dlsym)(map, symbol);
+        void *addr = mca_patcher_linux_dlsym_in(map, lmid, symbol);
         struct link_map *owner;
         /* dlsym on a handle also searches its dependencies: count the
          * definition only where it lies in this very object. */
@@ -156,7 +182,7 @@ static void *next_after(const void *caller_addr, const char *symbol)
     /* Not found: let the loader say so (and set dlerror) in its words.  It
      * searches after our object instead of the caller's, so what it might
      * find there is not the answer. */
-    (void) REAL(dlsym)(RTLD_NEXT, symbol);
+    (void) REAL(dlsym, WATCH_DLSYM)(RTLD_NEXT, symbol);
     return NULL;
 }
 
@@ -170,10 +196,10 @@ static void *linux_dlsym(void *handle, const char *symbol)
         Lmid_t lmid;
         struct link_map *caller = mca_patcher_linux_caller(caller_addr, &lmid);
         /* Another namespace's global scope starts at the caller's objects. */
-        addr = REAL(dlsym)(LM_ID_BASE == lmid || NULL == caller ? RTLD_DEFAULT : (void *) caller,
-                           symbol);
+        addr = LM_ID_BASE == lmid || NULL == caller ? REAL(dlsym, WATCH_DLSYM)(RTLD_DEFAULT, symbol)
+                                                    : mca_patcher_linux_dlsym_in(caller, lmid, symbol);
     } else {
-        addr = REAL(dlsym)(handle, symbol);
+        addr = REAL(dlsym, WATCH_DLSYM)(handle, symbol);
     }
     /* A definition our slots were redirected from: hand out the intercept. */
     return (void *) mca_patcher_linux_map_definition((uintptr_t) addr);
@@ -182,11 +208,11 @@ static void *linux_dlsym(void *handle, const char *symbol)
 static const struct {
     const char *symbol;
     uintptr_t intercept;
-} watchers[] = {
-    {"dlopen", (uintptr_t) linux_dlopen},
-    {"dlmopen", (uintptr_t) linux_dlmopen},
-    {"dlclose", (uintptr_t) linux_dlclose},
-    {"dlsym", (uintptr_t) linux_dlsym},
+} watchers[WATCH_COUNT] = {
+    [WATCH_DLOPEN] = {"dlopen", (uintptr_t) linux_dlopen},
+    [WATCH_DLMOPEN] = {"dlmopen", (uintptr_t) linux_dlmopen},
+    [WATCH_DLCLOSE] = {"dlclose", (uintptr_t) linux_dlclose},
+    [WATCH_DLSYM] = {"dlsym", (uintptr_t) linux_dlsym},
 };
 
 int mca_patcher_linux_dl_install(void)
@@ -196,7 +222,16 @@ int mca_patcher_linux_dl_install(void)
     }
     unsigned long long c[2] = {0, 0};
     dl_iterate_phdr(read_counters, c);
-    for (size_t i = 0; i < sizeof(watchers) / sizeof(watchers[0]); i++) {
+    /* The real functions first: finding a lazily bound slot's definition
+     * in another namespace opens its object (mca_patcher_linux_dlsym_in). */
+    for (int i = 0; i < WATCH_COUNT; i++) {
+        uintptr_t chain;
+        if (OPAL_SUCCESS == mca_patcher_linux_got_chain(watchers[i].symbol, watchers[i].intercept,
+                                                        &chain)) {
+            __atomic_store_n(&reals[i], chain, __ATOMIC_RELEASE);
+        }
+    }
+    for (int i = 0; i < WATCH_COUNT; i++) {
         uintptr_t chain;
         int rc = mca_patcher_linux_hook_symbol(watchers[i].symbol, watchers[i].intercept, &chain);
         if (OPAL_ERR_NOT_FOUND == rc) {
@@ -205,6 +240,7 @@ int mca_patcher_linux_dl_install(void)
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
+        __atomic_store_n(&reals[i], chain, __ATOMIC_RELEASE);
     }
     seen_adds = c[0];
     seen_subs = c[1];
@@ -216,7 +252,7 @@ void mca_patcher_linux_dl_restored(uintptr_t value)
 {
     /* Called by a restore with the base's patch list mutex held: no lock
      * here, a flag for the next patch_symbol. */
-    for (size_t i = 0; i < sizeof(watchers) / sizeof(watchers[0]); i++) {
+    for (int i = 0; i < WATCH_COUNT; i++) {
         if (watchers[i].intercept == value) {
             __atomic_store_n(&installed, false, __ATOMIC_RELAXED);
         }

@@ -25,9 +25,11 @@
 #include "opal/util/output.h"
 
 /* A static executable may be linked without them: then they are NULL. */
+#pragma weak dladdr
 #pragma weak dladdr1
 #pragma weak dlinfo
 #pragma weak dlsym
+#pragma weak _r_debug
 
 /* r_info decoding for the native class (link.h has ElfW for types only). */
 #if __ELF_NATIVE_CLASS == 64
@@ -297,6 +299,39 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/*
+ * Every loaded object of every namespace.  dl_iterate_phdr shows only the
+ * caller's namespace (the base one, for us); the others (dlmopen) are found
+ * through the loader's debugger interface, one r_debug per namespace, and
+ * their program headers in their mapped ELF header.
+ */
+static void foreach_object(int (*fn)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+    dl_iterate_phdr(fn, arg);
+    if (NULL == &_r_debug || _r_debug.r_version < 2 || NULL == dladdr) {
+        return;
+    }
+    const struct r_debug_extended *ns = ((const struct r_debug_extended *) &_r_debug)->r_next;
+    for (; NULL != ns; ns = ns->r_next) {
+        for (const struct link_map *map = ns->base.r_map; NULL != map; map = map->l_next) {
+            Dl_info info;
+            if (0 == dladdr(map->l_ld, &info) || NULL == info.dli_fbase) {
+                continue;
+            }
+            const ElfW(Ehdr) *ehdr = info.dli_fbase;
+            struct dl_phdr_info pi = {
+                .dlpi_addr = map->l_addr,
+                .dlpi_name = map->l_name ? map->l_name : "",
+                .dlpi_phdr = (const ElfW(Phdr) *) ((uintptr_t) ehdr + ehdr->e_phoff),
+                .dlpi_phnum = ehdr->e_phnum,
+            };
+            if (0 != fn(&pi, sizeof(pi), arg)) {
+                return;
+            }
+        }
+    }
+}
+
 static void scan_free(got_scan_t *scan)
 {
     free(scan->objects);
@@ -306,7 +341,7 @@ static void scan_free(got_scan_t *scan)
 
 static int scan_run(got_scan_t *scan)
 {
-    dl_iterate_phdr(scan_object, scan);
+    foreach_object(scan_object, scan);
     if (OPAL_SUCCESS != scan->rc) {
         opal_output("patcher linux: out of memory while scanning the loaded objects");
         return scan->rc;
@@ -353,7 +388,8 @@ static void *real_dlsym(void *handle, const char *symbol)
 /*
  * What a slot's calls reach: its value once bound; while still lazily
  * bound (it points at its own object's PLT) the definition the loader
- * would bind, found in the object's namespace.
+ * would bind: the global scope of the object's namespace first, then the
+ * object's own dependencies (it may have been loaded RTLD_LOCAL).
  */
 static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot, uintptr_t value,
                                  const char *symbol)
@@ -367,7 +403,18 @@ static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot,
     if (!object_namespace(obj, &map, &lmid)) {
         return 0;
     }
-    return (uintptr_t) real_dlsym(LM_ID_BASE == lmid ? RTLD_DEFAULT : (void *) map, symbol);
+    void *def = LM_ID_BASE == lmid ? real_dlsym(RTLD_DEFAULT, symbol) : NULL;
+    if (NULL == def) {
+        def = mca_patcher_linux_dlsym_in(map, lmid, symbol);
+    }
+    return (uintptr_t) def;
+}
+
+static bool in_base_namespace(const got_object_t *obj)
+{
+    struct link_map *map;
+    Lmid_t lmid;
+    return object_namespace(obj, &map, &lmid) && LM_ID_BASE == lmid;
 }
 
 int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_t *chain)
@@ -376,20 +423,23 @@ int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_
     got_scan_t scan = {.names = names, .nnames = 1, .skip_own = false};
     int rc = scan_run(&scan);
     *chain = 0;
-    /* The first bound slot of the base namespace, in load order (the
-     * executable first): what the program's own calls reach. */
-    for (int i = 0; OPAL_SUCCESS == rc && i < scan.nslots && 0 == *chain; i++) {
-        const got_slot_t *slot = &scan.slots[i];
-        const got_object_t *obj = &scan.objects[slot->object];
-        uintptr_t value = __atomic_load_n((uintptr_t *) slot->addr, __ATOMIC_ACQUIRE);
-        struct link_map *map;
-        Lmid_t lmid;
-        if (value == new_addr || 0 == value || is_stub(&scan, value) ||
-            (value >= obj->start && value < obj->end && value != slot->own_def) ||
-            !object_namespace(obj, &map, &lmid) || LM_ID_BASE != lmid) {
-            continue;
+    /* What the program's own calls reach: the first bound slot of the base
+     * namespace in load order (the executable first); failing that, what
+     * the first lazily bound one will bind to. */
+    for (int lazy = 0; lazy < 2 && 0 == *chain; lazy++) {
+        for (int i = 0; OPAL_SUCCESS == rc && i < scan.nslots && 0 == *chain; i++) {
+            const got_slot_t *slot = &scan.slots[i];
+            const got_object_t *obj = &scan.objects[slot->object];
+            uintptr_t value = __atomic_load_n((uintptr_t *) slot->addr, __ATOMIC_ACQUIRE);
+            bool bound = value < obj->start || value >= obj->end || value == slot->own_def;
+            if (value == new_addr || 0 == value || bound == (bool) lazy || !in_base_namespace(obj)) {
+                continue;
+            }
+            uintptr_t def = lazy ? slot_definition(&scan, slot, value, symbol) : value;
+            if (!is_stub(&scan, def) && def != new_addr) {
+                *chain = def;
+            }
         }
-        *chain = value;
     }
     if (OPAL_SUCCESS == rc && 0 == *chain) {
         *chain = (uintptr_t) real_dlsym(RTLD_DEFAULT, symbol);
@@ -573,7 +623,7 @@ static bool slot_unloaded(mca_patcher_base_patch_t *patch, void *arg)
 void mca_patcher_linux_got_drop_unloaded(void)
 {
     got_extents_t ext = {0};
-    dl_iterate_phdr(collect_extent, &ext);
+    foreach_object(collect_extent, &ext);
     if (!ext.failed) {
         mca_patcher_base_restore_patches(&mca_patcher_linux_module, slot_unloaded, &ext);
     } else {
