@@ -332,6 +332,29 @@ static void foreach_object(int (*fn)(struct dl_phdr_info *, size_t, void *), voi
     }
 }
 
+/*
+ * Whether the object whose dynamic section is at 'dynamic' is still loaded,
+ * by the loader's debugger interface: readable without any loader lock
+ * (debuggers read it from outside), so safe under the base's patch list
+ * mutex.  An object can be unloaded behind our back by a dlclose that is
+ * not watched: our own library closing a DSO component it had loaded.
+ */
+static bool object_loaded(uintptr_t dynamic)
+{
+    if (NULL == &_r_debug) {
+        return false;
+    }
+    const struct r_debug_extended *ns = (const struct r_debug_extended *) &_r_debug;
+    for (; NULL != ns; ns = ns->base.r_version >= 2 ? ns->r_next : NULL) {
+        for (const struct link_map *map = ns->base.r_map; NULL != map; map = map->l_next) {
+            if ((uintptr_t) map->l_ld == dynamic) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 static void scan_free(got_scan_t *scan)
 {
     free(scan->objects);
@@ -484,6 +507,12 @@ static int got_write(uintptr_t slot, uintptr_t value, const char *symbol)
 
 static void got_restore(mca_patcher_base_patch_t *patch)
 {
+    if (!object_loaded((uintptr_t) patch->patch_component_data)) {
+        opal_output_verbose(mca_patcher_linux_verbose, 20,
+                            "patcher linux: %s: not restoring the slot at %p (%s): unloaded",
+                            patch->patch_symbol, (void *) patch->patch_orig, patch->patch_how);
+        return;
+    }
     uintptr_t now = __atomic_load_n((uintptr_t *) patch->patch_orig, __ATOMIC_ACQUIRE);
     uintptr_t orig;
     memcpy(&orig, patch->patch_orig_data, sizeof(orig));
@@ -540,6 +569,7 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
     patch->patch_data_size = sizeof(uintptr_t);
     patch->patch_how = scan->objects[slot->object].how;
     patch->patch_restore = got_restore;
+    patch->patch_component_data = (void *) scan->objects[slot->object].dynamic;
     int rc = got_write(slot->addr, hook->value, hook->symbol);
     if (OPAL_SUCCESS != rc) {
         free(patch);
@@ -575,43 +605,15 @@ int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks)
 
 /* --- forgetting what was unloaded --- */
 
-typedef struct got_extents_t {
-    uintptr_t (*range)[2];
-    int n, cap;
-    bool failed;
-} got_extents_t;
-
-static int collect_extent(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    got_extents_t *ext = arg;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (PT_LOAD != ph->p_type) {
-            continue;
-        }
-        if (!grow((void **) &ext->range, &ext->cap, ext->n, sizeof(ext->range[0]))) {
-            ext->failed = true;
-            return 1;
-        }
-        ext->range[ext->n][0] = info->dlpi_addr + ph->p_vaddr;
-        ext->range[ext->n][1] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-        ext->n++;
-    }
-    return 0;
-}
-
 /*
- * Filter for mca_patcher_base_restore_patches: a record whose slot is no
- * longer inside a loaded object is dropped without being written (its
- * restore function is cleared before the base would call it).
+ * Filter for mca_patcher_base_restore_patches: a record whose object is
+ * gone is dropped without being written (its restore function is cleared
+ * before the base would call it).
  */
 static bool slot_unloaded(mca_patcher_base_patch_t *patch, void *arg)
 {
-    const got_extents_t *ext = arg;
-    for (int i = 0; i < ext->n; i++) {
-        if (patch->patch_orig >= ext->range[i][0] && patch->patch_orig < ext->range[i][1]) {
-            return false;
-        }
+    if (object_loaded((uintptr_t) patch->patch_component_data)) {
+        return false;
     }
     opal_output_verbose(mca_patcher_linux_verbose, 20,
                         "patcher linux: %s: forgetting the slot at %p (%s): unloaded",
@@ -622,14 +624,7 @@ static bool slot_unloaded(mca_patcher_base_patch_t *patch, void *arg)
 
 void mca_patcher_linux_got_drop_unloaded(void)
 {
-    got_extents_t ext = {0};
-    foreach_object(collect_extent, &ext);
-    if (!ext.failed) {
-        mca_patcher_base_restore_patches(&mca_patcher_linux_module, slot_unloaded, &ext);
-    } else {
-        opal_output("patcher linux: out of memory: cannot forget the GOT slots of unloaded objects");
-    }
-    free(ext.range);
+    mca_patcher_base_restore_patches(&mca_patcher_linux_module, slot_unloaded, NULL);
 }
 
 /* --- can this process be patched at all --- */
