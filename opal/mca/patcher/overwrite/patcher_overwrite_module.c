@@ -9,9 +9,13 @@
  * written while private (read-write), then made read-execute before anything
  * can jump to it, and never written again: threads may be running it.
  *
- * A restored patch keeps its page until patch_fini: a thread that entered
- * the intercept before the restore may still call the trampoline.  Patching
- * the same function again with the same intercept reuses it.
+ * Pages are never unmapped: a thread that entered the intercept before a
+ * restore (even before the framework closed and this component was
+ * unloaded) may still call the trampoline.  Instead each page starts with
+ * a magic header and its patch point, and a later patch of the same point,
+ * with the same intercept and original bytes, adopts the page it finds in
+ * /proc/self/maps whose content is exactly what it would build.  So the
+ * pages stay bounded by the distinct patches made over the process's life.
  */
 #include "opal_config.h"
 
@@ -28,11 +32,14 @@
 #include "opal/mca/patcher/overwrite/patcher_overwrite.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/util/output.h"
+#include "opal/util/proc_maps.h"
 
 /* Static executables may be linked without libdl: then there is no dlsym. */
 #pragma weak dlsym
 
-#define HOP_SLOT 16 /* the hop, padded; the trampoline follows */
+#define MAGIC "opal-ow1"  /* 8 bytes, then the patch point */
+#define HOP_OFFSET 16     /* the hop, after the header */
+#define TRAMP_OFFSET 32   /* the trampoline, after the hop */
 #define NEAR_LIMIT ((uintptr_t) 1 << 31)
 
 typedef struct overwrite_tramp_t {
@@ -43,7 +50,7 @@ typedef struct overwrite_tramp_t {
     unsigned char orig[MCA_PATCHER_PATCH_MAX_BYTES]; /* the displaced bytes it relocates */
     mca_patcher_overwrite_reloc_t reloc;
     bool in_use;
-    bool abandoned;       /* someone patched over us: the page must stay */
+    bool abandoned;       /* someone patched over us: never reuse */
 } overwrite_tramp_t;
 
 static pthread_mutex_t overwrite_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -94,34 +101,94 @@ static int decline(const char *symbol, uintptr_t func, const char *why)
     return OPAL_ERR_NOT_SUPPORTED;
 }
 
-/* Build the hop and trampoline for the patch point 'at' in a new near page. */
+/* Header, hop and trampoline for the patch point 'at' as they would be at 'mem'. */
+static int build_page(unsigned char *buf, uintptr_t mem, uintptr_t at, uintptr_t intercept,
+                      mca_patcher_overwrite_reloc_t *reloc, char *why, size_t why_size)
+{
+    memcpy(buf, MAGIC, 8);
+    memcpy(buf + 8, &at, sizeof(at));
+    arch()->abs_jump(buf + HOP_OFFSET, intercept);
+    return arch()->relocate(at, buf + TRAMP_OFFSET, mem + TRAMP_OFFSET, reloc, why, why_size);
+}
+
+typedef struct adopt_ctx_t {
+    uintptr_t at, intercept;
+    size_t page;
+    unsigned char *buf;  /* scratch, one page */
+    uintptr_t found;
+    mca_patcher_overwrite_reloc_t reloc;
+} adopt_ctx_t;
+
+static bool page_in_list(uintptr_t mem)
+{
+    for (overwrite_tramp_t *t = tramps; t; t = t->next) {
+        if ((uintptr_t) t->page == mem) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A page of ours (magic, same patch point) whose content is exactly what we would build. */
+static bool adopt_visit(const opal_proc_maps_entry_t *e, void *arg)
+{
+    adopt_ctx_t *c = arg;
+    if (e->prot != (PROT_READ | PROT_EXEC) || e->inode != 0 || e->path_start[0] != '\0' ||
+        e->end - e->start > 64 * c->page || !near(e->start, c->at, 2 * c->page)) {
+        return true;
+    }
+    for (uintptr_t mem = e->start; mem < e->end; mem += c->page) {
+        if (memcmp((void *) mem, MAGIC, 8) || memcmp((void *) (mem + 8), &c->at, sizeof(c->at)) ||
+            page_in_list(mem)) {
+            continue;
+        }
+        char why[160];
+        if (OPAL_SUCCESS == build_page(c->buf, mem, c->at, c->intercept, &c->reloc, why, sizeof(why)) &&
+            0 == memcmp((void *) mem, c->buf, TRAMP_OFFSET + c->reloc.tramp_len)) {
+            c->found = mem;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Build (or adopt) the hop and trampoline for the patch point 'at' in a near page. */
 static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_t intercept,
                       overwrite_tramp_t **out)
 {
     const size_t page = (size_t) sysconf(_SC_PAGESIZE);
-    unsigned char *mem = alloc_near(at, page);
-    if (NULL == mem) {
-        return decline(symbol, func, "no free page within +-2 GiB for the trampoline");
-    }
     overwrite_tramp_t *t = calloc(1, sizeof(*t));
-    if (NULL == t) {
-        munmap(mem, page);
+    unsigned char *scratch = malloc(page);
+    if (NULL == t || NULL == scratch) {
+        free(t);
+        free(scratch);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    char why[160];
-    int rc = arch()->relocate(at, mem + HOP_SLOT, (uintptr_t) mem + HOP_SLOT, &t->reloc, why,
-                              sizeof(why));
-    if (OPAL_SUCCESS != rc) {
-        munmap(mem, page);
-        free(t);
-        return decline(symbol, func, why);
-    }
-    arch()->abs_jump(mem, intercept);
-    if (0 != mprotect(mem, page, PROT_READ | PROT_EXEC)) {
-        munmap(mem, page);
-        free(t);
-        return decline(symbol, func, "mprotect refused to make the trampoline executable (a W^X "
-                                     "policy?)");
+    adopt_ctx_t ctx = {.at = at, .intercept = intercept, .page = page, .buf = scratch};
+    opal_proc_maps_foreach(adopt_visit, &ctx);
+    free(scratch);
+    unsigned char *mem = (unsigned char *) ctx.found;
+    if (mem) {
+        t->reloc = ctx.reloc;
+    } else {
+        mem = alloc_near(at, page);
+        if (NULL == mem) {
+            free(t);
+            return decline(symbol, func, "no free page within +-2 GiB for the trampoline");
+        }
+        char why[160];
+        int rc = build_page(mem, (uintptr_t) mem, at, intercept, &t->reloc, why, sizeof(why));
+        if (OPAL_SUCCESS != rc) {
+            munmap(mem, page);
+            free(t);
+            return decline(symbol, func, why);
+        }
+        if (0 != mprotect(mem, page, PROT_READ | PROT_EXEC)) {
+            munmap(mem, page);
+            free(t);
+            return decline(symbol, func, "mprotect refused to make the trampoline executable "
+                                         "(a W^X policy?)");
+        }
     }
     t->page = mem;
     t->at = at;
@@ -155,7 +222,7 @@ static int write_patch(uintptr_t at, const unsigned char *bytes, size_t len, ove
         .addr = at,
         .bytes = bytes,
         .len = len,
-        .tramp = (uintptr_t) t->page + HOP_SLOT,
+        .tramp = (uintptr_t) t->page + TRAMP_OFFSET,
         .reloc = patching ? &t->reloc : NULL,
     };
     int rc = mca_patcher_base_with_writable(at, len, write_code, &w, reason);
@@ -189,7 +256,8 @@ static void overwrite_restore(mca_patcher_base_patch_t *patch)
     pthread_mutex_unlock(&overwrite_lock);
 }
 
-static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercept)
+/* Patch func to jump to intercept; *chain (if given) is set before the jump goes live. */
+static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercept, uintptr_t *chain)
 {
     const mca_patcher_overwrite_arch_t *a = arch();
     mca_patcher_base_module_t *module = &mca_patcher_overwrite_module;
@@ -224,17 +292,21 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
     patch->patch_value = intercept;
     patch->patch_func = func;
     patch->patch_orig = at;
-    patch->patch_chain = (uintptr_t) t->page + HOP_SLOT;
+    patch->patch_chain = (uintptr_t) t->page + TRAMP_OFFSET;
     patch->patch_data_size = (unsigned) a->jump_size;
     patch->patch_how = skip ? "jmp rel32 after endbr64 to a near hop, trampoline"
                             : "jmp rel32 at entry to a near hop, trampoline";
     patch->patch_restore = overwrite_restore;
     patch->patch_component_data = t;
     memcpy(patch->patch_orig_data, (const void *) at, a->jump_size);
-    if (!a->entry_jump(patch->patch_data, at, (uintptr_t) t->page)) {
+    if (!a->entry_jump(patch->patch_data, at, (uintptr_t) t->page + HOP_OFFSET)) {
         rc = decline(symbol, func, "the trampoline is out of jump range");
     } else {
         const char *reason = NULL;
+        if (chain) {
+            /* Another thread may enter the intercept as soon as the jump is written. */
+            __atomic_store_n(chain, patch->patch_chain, __ATOMIC_SEQ_CST);
+        }
         rc = write_patch(at, patch->patch_data, a->jump_size, t, true, &reason);
         if (OPAL_SUCCESS != rc) {
             decline(symbol, func, reason);
@@ -253,7 +325,12 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
 
 static int overwrite_patch_address(uintptr_t func_addr, uintptr_t new_addr)
 {
-    return patch_function(NULL, func_addr, new_addr);
+    return patch_function(NULL, func_addr, new_addr, NULL);
+}
+
+static int overwrite_patch_address_chain(uintptr_t func_addr, uintptr_t new_addr, uintptr_t *chain)
+{
+    return patch_function(NULL, func_addr, new_addr, chain);
 }
 
 static int overwrite_patch_symbol(const char *symbol, uintptr_t new_addr, uintptr_t *old_addr)
@@ -265,11 +342,7 @@ static int overwrite_patch_symbol(const char *symbol, uintptr_t new_addr, uintpt
     if (0 == func) {
         return OPAL_ERR_NOT_FOUND;
     }
-    int rc = patch_function(symbol, func, new_addr);
-    if (OPAL_SUCCESS == rc) {
-        *old_addr = mca_patcher_base_chain_of(&mca_patcher_overwrite_module, func);
-    }
-    return rc;
+    return patch_function(symbol, func, new_addr, old_addr);
 }
 
 static int overwrite_patch_init(void)
@@ -277,20 +350,16 @@ static int overwrite_patch_init(void)
     return OPAL_SUCCESS;
 }
 
-/* Every patch is restored by now: free the trampolines nobody can enter any more. */
+/*
+ * Every patch is restored by now.  Forget the trampolines but keep their
+ * pages (see the top of this file): a later patch adopts them.
+ */
 static int overwrite_patch_fini(void)
 {
-    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
     pthread_mutex_lock(&overwrite_lock);
-    overwrite_tramp_t **link = &tramps;
-    while (*link) {
-        overwrite_tramp_t *t = *link;
-        if (t->abandoned || t->in_use) {
-            link = &t->next;
-            continue;
-        }
-        *link = t->next;
-        munmap(t->page, page);
+    while (tramps) {
+        overwrite_tramp_t *t = tramps;
+        tramps = t->next;
         free(t);
     }
     if (arch()) {
@@ -305,6 +374,7 @@ mca_patcher_base_module_t mca_patcher_overwrite_module = {
     .patch_fini = overwrite_patch_fini,
     .patch_symbol = overwrite_patch_symbol,
     .patch_address = overwrite_patch_address,
+    .patch_address_chain = overwrite_patch_address_chain,
     .patch_limits = "sees every caller of a patched function, including libc's internal calls; "
                     "misses raw system calls made without calling it",
 };

@@ -72,26 +72,21 @@ int main(void)
     memcpy(snap_simple, (void *) simple, sizeof(snap_simple));
     memcpy(snap_mmap, (void *) mmapl, sizeof(snap_mmap));
 
-    /* Learn the chains first: a caller may enter an intercept before
-     * patch_address returns.  Re-patching reuses the same trampolines. */
-    CHECK(OPAL_SUCCESS == patcher->patch_address((uintptr_t) simple, (uintptr_t) intercept_simple));
-    CHECK(OPAL_SUCCESS == patcher->patch_address((uintptr_t) mmapl, (uintptr_t) intercept_mmap));
-    chain_simple = (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) simple);
-    chain_mmap = (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) mmapl);
-    mca_patcher_base_restore_patches(patcher, NULL, NULL);
-
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++) {
         CHECK(0 == pthread_create(&th[t], NULL, caller, (void *) (uintptr_t) (t + 1)));
     }
     int failures = 0;
     for (int round = 0; round < ROUNDS && failures == 0; round++) {
-        int rc1 = patcher->patch_address((uintptr_t) simple, (uintptr_t) intercept_simple);
-        int rc2 = patcher->patch_address((uintptr_t) mmapl, (uintptr_t) intercept_mmap);
+        /* The chains are stored before the jumps go live. */
+        int rc1 = patcher->patch_address_chain((uintptr_t) simple, (uintptr_t) intercept_simple,
+                                               (uintptr_t *) &chain_simple);
+        int rc2 = patcher->patch_address_chain((uintptr_t) mmapl, (uintptr_t) intercept_mmap,
+                                               (uintptr_t *) &chain_mmap);
         if (OPAL_SUCCESS != rc1 || OPAL_SUCCESS != rc2 ||
-            chain_simple != (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) simple) ||
-            chain_mmap != (fn6_t) mca_patcher_base_chain_of(patcher, (uintptr_t) mmapl)) {
-            fprintf(stderr, "FAIL: round %d: patch_address returned %d, %d, or a new chain\n",
+            (uintptr_t) chain_simple != mca_patcher_base_chain_of(patcher, (uintptr_t) simple) ||
+            (uintptr_t) chain_mmap != mca_patcher_base_chain_of(patcher, (uintptr_t) mmapl)) {
+            fprintf(stderr, "FAIL: round %d: patch_address_chain returned %d, %d, or wrong chains\n",
                     round, rc1, rc2);
             failures++;
         }
