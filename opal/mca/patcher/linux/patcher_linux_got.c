@@ -305,13 +305,26 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
  * through the loader's debugger interface, one r_debug per namespace, and
  * their program headers in their mapped ELF header.
  */
+/*
+ * The loader's r_debug of the base namespace; from version 2 on it is the
+ * head of an r_debug_extended chain, one per namespace (link.h).  The
+ * declared type is the short struct: hide the pointer's origin from the
+ * compiler, which would otherwise judge r_next out of bounds.
+ */
+static const struct r_debug_extended *first_namespace(void)
+{
+    uintptr_t p = (uintptr_t) &_r_debug;
+    __asm__("" : "+r"(p));
+    return (const struct r_debug_extended *) p;
+}
+
 static void foreach_object(int (*fn)(struct dl_phdr_info *, size_t, void *), void *arg)
 {
     dl_iterate_phdr(fn, arg);
     if (NULL == &_r_debug || _r_debug.r_version < 2 || NULL == dladdr) {
         return;
     }
-    const struct r_debug_extended *ns = ((const struct r_debug_extended *) &_r_debug)->r_next;
+    const struct r_debug_extended *ns = first_namespace()->r_next;
     for (; NULL != ns; ns = ns->r_next) {
         for (const struct link_map *map = ns->base.r_map; NULL != map; map = map->l_next) {
             Dl_info info;
@@ -344,7 +357,7 @@ static bool object_loaded(uintptr_t dynamic)
     if (NULL == &_r_debug) {
         return false;
     }
-    const struct r_debug_extended *ns = (const struct r_debug_extended *) &_r_debug;
+    const struct r_debug_extended *ns = first_namespace();
     for (; NULL != ns; ns = ns->base.r_version >= 2 ? ns->r_next : NULL) {
         for (const struct link_map *map = ns->base.r_map; NULL != map; map = map->l_next) {
             if ((uintptr_t) map->l_ld == dynamic) {
