@@ -149,6 +149,9 @@ int mca_base_component_repository_find(mca_base_framework_t *framework)
 
 void mca_base_component_repository_release(mca_base_component_list_item_t *item)
 {
+    /* Its parameters' storage may live in the DSO: forget them first. */
+    mca_base_var_release_component(item->cli_component->mca_type_name,
+                                   item->cli_component->mca_component_name);
 #if OPAL_ENABLE_DLOPEN
     if (item->cli_dso_handle) {
         dlclose(item->cli_dso_handle);

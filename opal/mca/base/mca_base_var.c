@@ -25,6 +25,14 @@ typedef struct mca_base_var_record_t {
     char *value;            /* formatted current value */
     mca_base_var_source_t source;
     const char *source_detail;
+    /* The storage's content at registration: put back on release, so that
+     * the next registration (after a finalize) starts from the default. */
+    union {
+        int i;
+        bool b;
+        size_t z;
+        char *s;
+    } default_value;
 } mca_base_var_record_t;
 
 static mca_base_var_record_t *records;
@@ -239,14 +247,47 @@ static mca_base_var_record_t *find_record(const char *full_name)
     return NULL;
 }
 
+static void save_default(mca_base_var_record_t *rec)
+{
+    void *storage = rec->var.storage;
+    switch (rec->var.type) {
+    case MCA_BASE_VAR_TYPE_INT: rec->default_value.i = *(int *) storage; break;
+    case MCA_BASE_VAR_TYPE_BOOL: rec->default_value.b = *(bool *) storage; break;
+    case MCA_BASE_VAR_TYPE_SIZE: rec->default_value.z = *(size_t *) storage; break;
+    case MCA_BASE_VAR_TYPE_STRING: rec->default_value.s = *(char **) storage; break;
+    }
+}
+
+/* Free what the record owns and put the default back into the storage. */
 static void release_record(mca_base_var_record_t *rec)
 {
-    if (MCA_BASE_VAR_TYPE_STRING == rec->var.type) {
-        free(*(char **) rec->var.storage);
-        *(char **) rec->var.storage = NULL;
+    void *storage = rec->var.storage;
+    switch (rec->var.type) {
+    case MCA_BASE_VAR_TYPE_INT: *(int *) storage = rec->default_value.i; break;
+    case MCA_BASE_VAR_TYPE_BOOL: *(bool *) storage = rec->default_value.b; break;
+    case MCA_BASE_VAR_TYPE_SIZE: *(size_t *) storage = rec->default_value.z; break;
+    case MCA_BASE_VAR_TYPE_STRING:
+        free(*(char **) storage);
+        *(char **) storage = rec->default_value.s;
+        break;
     }
     free(rec->full_name);
     free(rec->value);
+}
+
+void mca_base_var_release_component(const char *framework, const char *component)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < num_records; i++) {
+        const mca_base_var_t *var = &records[i].var;
+        if (var->framework && var->component && 0 == strcmp(var->framework, framework) &&
+            0 == strcmp(var->component, component)) {
+            release_record(&records[i]);
+        } else {
+            records[kept++] = records[i];
+        }
+    }
+    num_records = kept;
 }
 
 /* Where the value comes from: the name first, then its synonym, source by source. */
@@ -297,6 +338,7 @@ int mca_base_var_register(const mca_base_var_t *var)
     memset(rec, 0, sizeof(*rec));
     rec->var = *var;
     rec->full_name = full_name;
+    save_default(rec);
     if (MCA_BASE_VAR_TYPE_STRING == var->type && *(char **) var->storage) {
         /* The default is the caller's (static) string: own a copy from now on. */
         *(char **) var->storage = strdup(*(char **) var->storage);

@@ -68,6 +68,12 @@ const char *mca_base_var_source_name(mca_base_var_source_t source);
 const char *mca_base_var_lookup(const char *full_name, mca_base_var_source_t *source,
                                 const char **source_detail);
 
+/*
+ * Forget the parameters of one component (before its DSO is unloaded):
+ * strings it owned are freed and every storage gets its default back.
+ */
+void mca_base_var_release_component(const char *framework, const char *component);
+
 /* Startup and teardown of the parameter store (opal_init_util / finalize). */
 int mca_base_var_init(int *pargc, char ***pargv);
 void mca_base_var_finalize(void);

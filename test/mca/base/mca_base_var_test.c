@@ -135,11 +135,13 @@ static void expect_bad(const char *env_value, mca_base_var_type_t type, int min,
                        const char *expected_words)
 {
     setenv("OMPI_MCA_test_bad_value", env_value, 1);
-    union {
+    /* Storage outlives the registration (finalize puts the default back). */
+    static union {
         int i;
         size_t z;
         bool b;
-    } storage = {0};
+    } storage;
+    storage.z = 0;
     mca_base_var_t var = {.framework = "test", .component = "bad", .name = "value", .type = type,
                           .storage = &storage, .min = min, .max = max};
     test_capture_t cap;

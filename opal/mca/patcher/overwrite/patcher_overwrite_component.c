@@ -11,6 +11,7 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
+#include "opal/util/valgrind.h"
 
 /* Preferred over the GOT patcher (37) where it works: it sees every caller. */
 static int overwrite_priority = 45;
@@ -36,6 +37,13 @@ static int overwrite_query(mca_base_module_t **module, int *priority, const char
         snprintf(why, sizeof(why), "no instruction support for %s",
                  uname(&u) == 0 ? u.machine : "this architecture");
         *reason = why;
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    if (opal_running_on_valgrind()) {
+        /* valgrind runs translations of the code and reserves the signals
+         * our code write uses to move other threads off the patch. */
+        *reason = "running under valgrind, which does not see code patched at run time "
+                  "(patcher=linux works there)";
         return OPAL_ERR_NOT_SUPPORTED;
     }
     *module = &mca_patcher_overwrite_module.super;
