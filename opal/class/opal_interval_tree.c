@@ -136,7 +136,15 @@ void opal_interval_tree_init(opal_interval_tree_t *tree)
 void opal_interval_tree_insert(opal_interval_tree_t *tree, opal_interval_tree_node_t *node,
                                uintptr_t low, uintptr_t high)
 {
-    uint64_t h = (uint64_t)(uintptr_t) node * 0x9e3779b97f4a7c15ull;
+    /*
+     * A full mixer (splitmix64's finalizer): a plain multiplicative hash
+     * of addresses allocated with a fixed stride gives priorities that
+     * follow the key order, and the treap degenerates.
+     */
+    uint64_t h = (uint64_t)(uintptr_t) node;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
     node->left = node->right = NULL;
     node->low = low;
     node->high = high;

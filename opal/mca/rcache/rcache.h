@@ -46,6 +46,7 @@ typedef struct mca_rcache_base_registration_t {
     int32_t access_flags;
     /* Internal to the rcache: */
     uint32_t reg_fork_gen;                /* process generation that made the pins */
+    struct mca_rcache_base_registration_t *reg_hash_next; /* by base page, while in the tree */
     opal_interval_tree_node_t reg_vma;    /* in the module's tree while valid */
     opal_list_item_t reg_list;            /* LRU, or the in-use list when not in the tree */
     struct mca_rcache_base_registration_t *reg_deferred_next; /* deferred deregistration */

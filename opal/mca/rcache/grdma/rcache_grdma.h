@@ -3,8 +3,10 @@
  * registrations, with an LRU of the unused ones.
  *
  * Where a registration is (all under the module lock):
- *   valid      in the tree; when unused also on the LRU (unless PERSIST,
- *              or being registered)
+ *   valid      in the tree and, unless PERSIST, on the LRU: a CLOCK list
+ *              (second chance) so that a hit touches only the registration:
+ *              eviction skips, and moves to the back, the ones in use or
+ *              used since it last looked
  *   invalid    out of the tree; while in use on the in_use list; once
  *              unused, deregistered at once or, when the release came from
  *              inside the allocator, pushed on the deferred stack
@@ -26,6 +28,7 @@ enum {
     MCA_RCACHE_GRDMA_IN_TREE = 0x0200,
     MCA_RCACHE_GRDMA_ON_LRU = 0x0400,
     MCA_RCACHE_GRDMA_ON_IN_USE = 0x0800,
+    MCA_RCACHE_GRDMA_RECENT = 0x1000,      /* hit since eviction last looked */
 };
 
 typedef struct mca_rcache_grdma_module_t {
@@ -36,7 +39,13 @@ typedef struct mca_rcache_grdma_module_t {
     size_t max_bytes, max_entries; /* 0: no limit */
     pthread_mutex_t lock;
     opal_interval_tree_t tree;
-    opal_list_t lru;               /* oldest first */
+    /*
+     * The same registrations hashed by base page: the fast path for the
+     * common hit (the same buffer again).  Grown outside the lock.
+     */
+    mca_rcache_base_registration_t **hash;
+    size_t hash_buckets;           /* a power of two */
+    opal_list_t lru;               /* CLOCK order: next to consider first */
     opal_list_t in_use;
     size_t cached_bytes, cached_entries; /* registrations in the tree */
     uint32_t fork_gen;             /* generation of the registrations it holds */

@@ -36,11 +36,83 @@ static inline void set_flags(reg_t *reg, uint32_t set, uint32_t clear)
     __atomic_store_n(&reg->flags, (reg->flags | set) & ~clear, __ATOMIC_RELEASE);
 }
 
+/* Fibonacci hashing: the TOP bits of the product spread consecutive pages. */
+static inline size_t hash_of(const grdma_t *m, uintptr_t base)
+{
+    return (size_t)(((uint64_t)(base / page_size) * 0x9e3779b97f4a7c15ull)
+                    >> (64 - __builtin_ctzl(m->hash_buckets)));
+}
+
+static void hash_insert(grdma_t *m, reg_t *reg)
+{
+    reg_t **head = &m->hash[hash_of(m, (uintptr_t) reg->base)];
+    reg->reg_hash_next = *head;
+    *head = reg;
+}
+
+static void hash_remove(grdma_t *m, reg_t *reg)
+{
+    reg_t **pp = &m->hash[hash_of(m, (uintptr_t) reg->base)];
+    while (*pp != reg) {
+        pp = &(*pp)->reg_hash_next;
+    }
+    *pp = reg->reg_hash_next;
+}
+
+/* Index a new registration (lock held). */
+static void index_insert(grdma_t *m, reg_t *reg)
+{
+    opal_interval_tree_insert(&m->tree, &reg->reg_vma, (uintptr_t) reg->base, (uintptr_t) reg->bound);
+    hash_insert(m, reg);
+    reg->flags |= MCA_RCACHE_GRDMA_IN_TREE;
+    if (!(reg->flags & MCA_RCACHE_FLAGS_PERSIST)) {
+        opal_list_append(&m->lru, &reg->reg_list);
+        reg->flags |= MCA_RCACHE_GRDMA_ON_LRU;
+    }
+    m->cached_bytes += reg_size(reg);
+    __atomic_store_n(&m->cached_entries, m->cached_entries + 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * Keep about one registration per bucket.  The new table is allocated with
+ * the lock dropped (a release hook may be waiting for it inside the
+ * allocator) and filled under it.
+ */
+static void hash_grow(grdma_t *m)
+{
+    size_t want = m->hash_buckets * 2;
+    if (__atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED) <= m->hash_buckets) {
+        return;
+    }
+    reg_t **fresh = calloc(want, sizeof(*fresh));
+    if (NULL == fresh) {
+        return; /* longer chains, still correct */
+    }
+    pthread_mutex_lock(&m->lock);
+    reg_t **old = m->hash;
+    size_t old_buckets = m->hash_buckets;
+    if (old_buckets * 2 == want) {
+        m->hash = fresh;
+        m->hash_buckets = want;
+        for (size_t b = 0; b < old_buckets; b++) {
+            for (reg_t *r = old[b], *next; r; r = next) {
+                next = r->reg_hash_next;
+                hash_insert(m, r);
+            }
+        }
+    } else {
+        old = fresh; /* another thread grew it meanwhile */
+    }
+    pthread_mutex_unlock(&m->lock);
+    free(old);
+}
+
 /* Take reg out of the tree and off its list (lock held). */
 static void unlink_reg(grdma_t *m, reg_t *reg)
 {
     if (reg->flags & MCA_RCACHE_GRDMA_IN_TREE) {
         opal_interval_tree_remove(&m->tree, &reg->reg_vma);
+        hash_remove(m, reg);
         m->cached_bytes -= reg_size(reg);
         __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
     }
@@ -159,36 +231,53 @@ static inline void grdma_progress(grdma_t *m)
     }
 }
 
-/* Evict unused registrations, oldest first, until adding this much fits (lock held). */
+/*
+ * CLOCK: the next unused registration not hit since the last look, which
+ * is unlinked and chained on *release; registrations in use or recently
+ * hit get a second chance at the back.  False when none can go (lock held).
+ */
+static bool evict_next_locked(grdma_t *m, reg_t **release)
+{
+    for (size_t n = 2 * opal_list_get_size(&m->lru); n > 0; n--) {
+        reg_t *reg = REG_OF_ITEM(opal_list_get_first(&m->lru));
+        if (0 == reg->ref_count && !(reg->flags & MCA_RCACHE_GRDMA_RECENT)) {
+            invalidate_locked(m, reg, release);
+            return true;
+        }
+        set_flags(reg, 0, MCA_RCACHE_GRDMA_RECENT);
+        opal_list_remove_item(&m->lru, &reg->reg_list);
+        opal_list_append(&m->lru, &reg->reg_list);
+    }
+    return false;
+}
+
+/* Evict until adding this much fits, as far as unused registrations allow (lock held). */
 static void evict_for_limits_locked(grdma_t *m, size_t add_entries, size_t add_bytes,
                                     reg_t **release)
 {
-    while (!opal_list_is_empty(&m->lru)
-           && ((m->max_entries && m->cached_entries + add_entries > m->max_entries)
-               || (m->max_bytes && m->cached_bytes + add_bytes > m->max_bytes))) {
-        invalidate_locked(m, REG_OF_ITEM(opal_list_get_first(&m->lru)), release);
+    while (((m->max_entries && m->cached_entries + add_entries > m->max_entries)
+            || (m->max_bytes && m->cached_bytes + add_bytes > m->max_bytes))
+           && evict_next_locked(m, release)) {
     }
 }
 
-/* Evict the oldest unused registration; false if there is none. */
+/* Evict one unused registration; false if there is none. */
 static bool evict_one(grdma_t *m)
 {
     reg_t *release = NULL;
     pthread_mutex_lock(&m->lock);
-    if (!opal_list_is_empty(&m->lru)) {
-        invalidate_locked(m, REG_OF_ITEM(opal_list_get_first(&m->lru)), &release);
-    }
+    evict_next_locked(m, &release);
     pthread_mutex_unlock(&m->lock);
     release_chain(m, release);
     return NULL != release;
 }
 
-/* Take a reference (lock held): an unused registration leaves the LRU. */
-static inline void take_ref_locked(grdma_t *m, reg_t *reg)
+/* Take a reference (lock held); the registration stays where it is on the CLOCK list. */
+static inline void take_ref_locked(reg_t *reg)
 {
-    if (0 == reg->ref_count++ && (reg->flags & MCA_RCACHE_GRDMA_ON_LRU)) {
-        opal_list_remove_item(&m->lru, &reg->reg_list);
-        set_flags(reg, 0, MCA_RCACHE_GRDMA_ON_LRU);
+    reg->ref_count++;
+    if (!(reg->flags & MCA_RCACHE_GRDMA_RECENT)) {
+        set_flags(reg, MCA_RCACHE_GRDMA_RECENT, 0);
     }
 }
 
@@ -198,10 +287,9 @@ struct lookup {
     reg_t *grow; /* valid, covers, lacks some access */
 };
 
-static int lookup_cb(opal_interval_tree_node_t *node, void *ctx)
+/* Consider a registration that covers the range: 1 when it is a hit. */
+static inline int lookup_consider(struct lookup *l, reg_t *reg)
 {
-    struct lookup *l = ctx;
-    reg_t *reg = REG_OF_NODE(node);
     if (reg->flags & MCA_RCACHE_GRDMA_REGISTERING) {
         return 0;
     }
@@ -213,6 +301,23 @@ static int lookup_cb(opal_interval_tree_node_t *node, void *ctx)
         l->grow = reg;
     }
     return 0;
+}
+
+static int lookup_cb(opal_interval_tree_node_t *node, void *ctx)
+{
+    return lookup_consider(ctx, REG_OF_NODE(node));
+}
+
+/* A covering registration: first those starting at the same page (hash), then the tree. */
+static void lookup_locked(grdma_t *m, uintptr_t base, uintptr_t bound, struct lookup *l)
+{
+    for (reg_t *r = m->hash[hash_of(m, base)]; r; r = r->reg_hash_next) {
+        if ((uintptr_t) r->base == base && (uintptr_t) r->bound >= bound
+            && lookup_consider(l, r)) {
+            return;
+        }
+    }
+    opal_interval_tree_covering(&m->tree, base, bound, lookup_cb, l);
 }
 
 static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size,
@@ -232,9 +337,9 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
     pthread_mutex_lock(&m->lock);
     if (!bypass) {
         struct lookup l = {.access = access_flags};
-        opal_interval_tree_covering(&m->tree, base, bound, lookup_cb, &l);
+        lookup_locked(m, base, bound, &l);
         if (l.hit) {
-            take_ref_locked(m, l.hit);
+            take_ref_locked(l.hit);
             pthread_mutex_unlock(&m->lock);
             if (mca_rcache_base_verify_frames) {
                 mca_rcache_base_frames_check(l.hit, "rcache_register");
@@ -277,12 +382,10 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
         opal_list_append(&m->in_use, &reg->reg_list);
         reg->flags |= MCA_RCACHE_GRDMA_ON_IN_USE;
     } else {
-        opal_interval_tree_insert(&m->tree, &reg->reg_vma, base, bound);
-        reg->flags |= MCA_RCACHE_GRDMA_IN_TREE;
-        m->cached_bytes += bound - base + 1;
-        __atomic_store_n(&m->cached_entries, m->cached_entries + 1, __ATOMIC_RELAXED);
+        index_insert(m, reg);
     }
     pthread_mutex_unlock(&m->lock);
+    hash_grow(m);
 
     int rc;
     do {
@@ -317,9 +420,9 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
     uintptr_t bound = (((uintptr_t) addr + (size ? size : 1) + page_size - 1) & ~(page_size - 1)) - 1;
     struct lookup l = {.access = 0};
     pthread_mutex_lock(&m->lock);
-    opal_interval_tree_covering(&m->tree, base, bound, lookup_cb, &l);
+    lookup_locked(m, base, bound, &l);
     if (l.hit) {
-        take_ref_locked(m, l.hit);
+        take_ref_locked(l.hit);
     }
     pthread_mutex_unlock(&m->lock);
     if (l.hit && mca_rcache_base_verify_frames) {
@@ -350,9 +453,7 @@ static int grdma_deregister(mca_rcache_base_module_t *rcache, reg_t *reg)
             set_flags(reg, MCA_RCACHE_FLAGS_INVALID, 0);
             unlink_reg(m, reg);
             chain_push(&release, reg);
-        } else if (!(f & MCA_RCACHE_FLAGS_PERSIST)) {
-            opal_list_append(&m->lru, &reg->reg_list);
-            set_flags(reg, MCA_RCACHE_GRDMA_ON_LRU, 0);
+        } else {
             evict_for_limits_locked(m, 0, 0, &release);
         }
     }
@@ -433,6 +534,7 @@ static void grdma_finalize(mca_rcache_base_module_t *rcache)
     release_chain(m, release);
     release_chain(m, __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE));
     pthread_mutex_destroy(&m->lock);
+    free(m->hash);
     free(m);
 }
 
@@ -440,7 +542,12 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     void *user_data, const mca_rcache_base_resources_t *resources, bool leave_pinned)
 {
     grdma_t *m = calloc(1, sizeof(*m));
-    if (NULL == m) {
+    if (m) {
+        m->hash_buckets = 256;
+        m->hash = calloc(m->hash_buckets, sizeof(*m->hash));
+    }
+    if (NULL == m || NULL == m->hash) {
+        free(m);
         return NULL;
     }
     page_size = (uintptr_t) sysconf(_SC_PAGESIZE);
