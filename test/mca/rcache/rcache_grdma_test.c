@@ -17,6 +17,7 @@
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
 #include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/capture.h"
 #include "test/support/test_util.h"
 
 static size_t page;
@@ -314,6 +315,33 @@ int main(void)
     phase_init("0", "0");
     test_no_leave_pinned();
     opal_finalize_util();
+
+    /* The synonym works too. */
+    unsetenv("OMPI_MCA_mpi_leave_pinned");
+    setenv("OMPI_MCA_opal_leave_pinned", "0", 1);
+    opal_init_util(NULL, NULL);
+    test_no_leave_pinned();
+    opal_finalize_util();
+    unsetenv("OMPI_MCA_opal_leave_pinned");
+
+    /* A bad value fails the first creation, naming the parameter and the value. */
+    static const char *bad[][2] = {{"OMPI_MCA_mpi_leave_pinned", "5"},
+                                   {"OMPI_MCA_rcache_grdma_max_bytes", "lots"},
+                                   {"OMPI_MCA_rcache_base_verify_frames", "7"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
+        mock_resources(&dev, &res);
+        test_capture_t cap;
+        test_capture_begin(&cap);
+        m = mca_rcache_base_module_create(NULL, NULL, &res);
+        const char *msg = test_capture_end(&cap);
+        CHECK_MSG(NULL == m, "%s=%s accepted", bad[i][0], bad[i][1]);
+        CHECK_MSG(strstr(msg, bad[i][0] + strlen("OMPI_MCA_")) && strstr(msg, bad[i][1]),
+                  "message for %s=%s: %s", bad[i][0], bad[i][1], msg);
+        opal_finalize_util();
+        unsetenv(bad[i][0]);
+    }
 
     return test_finish("rcache_grdma_test");
 }
