@@ -16,7 +16,8 @@ AS_IF([test "$with_liburing" != no],
           [AC_CHECK_LIB([uring], [io_uring_queue_init], [opal_have_liburing=yes])])])
 AS_IF([test "$with_liburing" = yes && test $opal_have_liburing = no], [AC_MSG_ERROR([--with-liburing given but liburing was not found])])
 AM_CONDITIONAL([OPAL_HAVE_LIBURING], [test $opal_have_liburing = yes])
-AS_IF([test $opal_have_liburing = yes], [AC_DEFINE([OPAL_HAVE_LIBURING], [1], [liburing available])])
+AS_IF([test $opal_have_liburing = yes], [AC_DEFINE([OPAL_HAVE_LIBURING], [1], [liburing available])
+                                          OPAL_PC_PRIVATE_LIBS="$OPAL_PC_PRIVATE_LIBS -luring"])
 
 AC_ARG_WITH([verbs], [AS_HELP_STRING([--with-verbs], [build the verbs registration helper (default: if found)])])
 opal_have_verbs=no
@@ -25,7 +26,10 @@ AS_IF([test "$with_verbs" != no],
           [AC_CHECK_LIB([ibverbs], [ibv_reg_mr], [opal_have_verbs=yes])])])
 AS_IF([test "$with_verbs" = yes && test $opal_have_verbs = no], [AC_MSG_ERROR([--with-verbs given but libibverbs was not found])])
 AM_CONDITIONAL([OPAL_HAVE_VERBS], [test $opal_have_verbs = yes])
-AS_IF([test $opal_have_verbs = yes], [AC_DEFINE([OPAL_HAVE_VERBS], [1], [libibverbs available])])
+AS_IF([test $opal_have_verbs = yes], [AC_DEFINE([OPAL_HAVE_VERBS], [1], [libibverbs available])
+                                       OPAL_PC_PRIVATE_LIBS="$OPAL_PC_PRIVATE_LIBS -libverbs"])
+dnl What a static link against libopal-patcher.a needs besides it.
+AC_SUBST([OPAL_PC_PRIVATE_LIBS])
 
 dnl Zydis is only the tests' oracle for our x86 decoder.
 opal_have_zydis=no

@@ -120,7 +120,7 @@ static const struct {
  * its own without changing what dlsym says.) */
 static bool glibc_malloc_in_use(void)
 {
-    if (opal_running_on_valgrind()) {
+    if (opal_valgrind_replaces_malloc()) {
         return false;
     }
     if (NULL == dlsym || NULL == dlopen) {

@@ -47,7 +47,7 @@ static char *map(size_t len)
 static void test_dlopened_library(void)
 {
     char path[4096];
-    snprintf(path, sizeof(path), "%s/test/memoryhooks/.libs/libunmapper.so", getenv("OPAL_TEST_BUILDDIR"));
+    snprintf(path, sizeof(path), "%s/test/memoryhooks/libunmapper.so", getenv("OPAL_TEST_BUILDDIR"));
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     CHECK_MSG(lib, "dlopen %s: %s", path, dlerror());
     if (!lib) {

@@ -27,17 +27,6 @@ int mca_base_component_repository_register(void)
     return mca_base_var_register(&var);
 }
 
-static mca_base_component_list_item_t *find_item(mca_base_framework_t *framework, const char *name)
-{
-    mca_base_component_list_item_t *item;
-    OPAL_LIST_FOREACH (item, &framework->framework_components, mca_base_component_list_item_t) {
-        if (0 == strcmp(item->cli_component->mca_component_name, name)) {
-            return item;
-        }
-    }
-    return NULL;
-}
-
 static int add_component(mca_base_framework_t *framework, const mca_base_component_t *component,
                          void *handle, const char *path)
 {
@@ -59,6 +48,17 @@ static int add_component(mca_base_framework_t *framework, const mca_base_compone
 }
 
 #if OPAL_ENABLE_DLOPEN
+static mca_base_component_list_item_t *find_item(mca_base_framework_t *framework, const char *name)
+{
+    mca_base_component_list_item_t *item;
+    OPAL_LIST_FOREACH (item, &framework->framework_components, mca_base_component_list_item_t) {
+        if (0 == strcmp(item->cli_component->mca_component_name, name)) {
+            return item;
+        }
+    }
+    return NULL;
+}
+
 /* Load dir/mca_<fw>_<name>.so unless a component of that name is known already. */
 static int load_dso(mca_base_framework_t *framework, const char *dir, const char *file)
 {

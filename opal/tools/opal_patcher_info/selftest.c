@@ -259,7 +259,7 @@ static int check_shm(void)
 
 static bool glibc_malloc(void)
 {
-    if (opal_running_on_valgrind()) {
+    if (opal_valgrind_replaces_malloc()) {
         return false; /* valgrind's own malloc answers, whatever dlsym says */
     }
     if (NULL == dlsym || NULL == dlopen) {

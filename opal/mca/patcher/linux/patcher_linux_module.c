@@ -72,14 +72,16 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
     if (added) {
         __atomic_store_n(&mca_patcher_linux_nhooks, h + 1, __ATOMIC_RELEASE);
     }
+    /* The caller's chain must be set before the first slot points to the
+     * intercept: a call may arrive at once (even from our own code, when we
+     * are linked into the executable whose GOT this is). */
+    __atomic_store_n(old_addr, chain, __ATOMIC_RELEASE);
     rc = mca_patcher_linux_got_patch(hook, 1);
     if (OPAL_SUCCESS != rc && added) {
         /* What was patched stays recorded (the base undoes it); objects
          * loaded later must not get a redirection that failed. */
         __atomic_store_n(&mca_patcher_linux_nhooks, h, __ATOMIC_RELEASE);
-        return rc;
     }
-    *old_addr = chain;
     return rc;
 }
 

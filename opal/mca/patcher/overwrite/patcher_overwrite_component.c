@@ -4,6 +4,7 @@
  */
 #include "opal_config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/utsname.h>
 
@@ -16,17 +17,27 @@
 /* Preferred over the GOT patcher (37) where it works: it sees every caller. */
 static int overwrite_priority = 45;
 
+/* Patch under valgrind too (for instruction counts with callgrind). */
+static bool overwrite_valgrind = false;
+
 static int overwrite_register(void)
 {
-    mca_base_var_t var = {
-        .framework = "patcher",
-        .component = "overwrite",
-        .name = "priority",
-        .help = "Selection priority of the code-overwrite patcher",
-        .type = MCA_BASE_VAR_TYPE_INT,
-        .storage = &overwrite_priority,
+    mca_base_var_t vars[] = {
+        {.framework = "patcher", .component = "overwrite", .name = "priority",
+         .help = "Selection priority of the code-overwrite patcher",
+         .type = MCA_BASE_VAR_TYPE_INT, .storage = &overwrite_priority},
+        {.framework = "patcher", .component = "overwrite", .name = "valgrind",
+         .help = "Patch under valgrind as well (single-threaded measurements only: "
+                 "no protection for other threads during the write)",
+         .type = MCA_BASE_VAR_TYPE_BOOL, .storage = &overwrite_valgrind},
     };
-    return mca_base_var_register(&var);
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        int rc = mca_base_var_register(&vars[i]);
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    return OPAL_SUCCESS;
 }
 
 static int overwrite_query(mca_base_module_t **module, int *priority, const char **reason)
@@ -39,11 +50,12 @@ static int overwrite_query(mca_base_module_t **module, int *priority, const char
         *reason = why;
         return OPAL_ERR_NOT_SUPPORTED;
     }
-    if (opal_running_on_valgrind()) {
+    if (opal_running_on_valgrind() && !overwrite_valgrind) {
         /* valgrind runs translations of the code and reserves the signals
          * our code write uses to move other threads off the patch. */
         *reason = "running under valgrind, which does not see code patched at run time "
-                  "(patcher=linux works there)";
+                  "(patcher=linux works there; patcher_overwrite_valgrind=1 forces it "
+                  "for single-threaded measurements)";
         return OPAL_ERR_NOT_SUPPORTED;
     }
     *module = &mca_patcher_overwrite_module.super;

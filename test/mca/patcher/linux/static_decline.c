@@ -6,6 +6,8 @@
  */
 #include "opal_config.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 #include <sys/auxv.h>
 
@@ -54,6 +56,9 @@ const char *opal_strerror(int rc)
 
 int main(void)
 {
+    if (getenv("OPAL_TEST_SANITIZER")) {
+        TEST_SKIP("sanitizer runtimes cannot be linked into a fully static executable");
+    }
     /* No program interpreter: really static. */
     CHECK_MSG(0 == getauxval(AT_BASE), "this test program is not a static executable");
     mca_base_module_t *module = NULL;
