@@ -64,7 +64,7 @@ static inline void announce_mmapped_chunk(void *p)
     if (header[1] & GLIBC_IS_MMAPPED) {
         uintptr_t start = (uintptr_t) p - GLIBC_CHUNK_HEADER - header[0];
         size_t len = header[0] + (header[1] & ~(size_t) GLIBC_SIZE_BITS);
-        opal_mem_hooks_dispatch(start, start + len, true);
+        opal_mem_hooks_dispatch(start, len, true);
     }
 }
 
@@ -93,7 +93,7 @@ static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
     bool is_arena_heap = '\0' == entry->path_start[0] && 0 == entry->inode &&
                          (entry->prot & PROT_WRITE) && 0 == (entry->start & (GLIBC_HEAP_MAX_SIZE - 1));
     if (is_heap || is_arena_heap) {
-        opal_mem_hooks_dispatch(entry->start, entry->end, false);
+        opal_mem_hooks_dispatch(entry->start, entry->end - entry->start, false);
     }
     return true;
 }

@@ -17,61 +17,64 @@
 #include "opal/memoryhooks/memory_internal.h"
 #include "opal/util/output.h"
 
-#define OPAL_MEM_HOOKS_MAX_CALLBACKS 64
+opal_mem_hooks_slot_t opal_mem_hooks_slots[OPAL_MEM_HOOKS_MAX_CALLBACKS];
+int opal_mem_hooks_slots_used;
+__thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACKS]
+    __attribute__((tls_model("initial-exec")));
 
-typedef struct opal_mem_hooks_slot_t {
-    opal_mem_hooks_callback_fn_t *func;
-    void *cbdata;
-    int users;  /* threads between "entered" and "left" for this slot */
-} opal_mem_hooks_slot_t;
-
-static opal_mem_hooks_slot_t slots[OPAL_MEM_HOOKS_MAX_CALLBACKS];
-static int slots_used;            /* high-water mark: readers stop there */
 static int support_level;         /* published after every patch succeeded */
 static bool hooks_installed;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uintptr_t opal_mem_hooks_page_size = 4096;
 
-/* The slots this thread is calling right now (bit i: slot i), so that a
- * callback (or a signal handler) may unregister itself without waiting on
- * itself. */
-static __thread uint64_t calling_slots __attribute__((tls_model("initial-exec")));
-
-void opal_mem_hooks_dispatch(uintptr_t start, uintptr_t end, bool from_alloc)
+/* Call slot i's callback, if it is (still) registered. */
+static inline void call_slot(int i, void *start, size_t len, bool from_alloc)
 {
-    const uintptr_t mask = opal_mem_hooks_page_size - 1;
-    start &= ~mask;
-    end = (end + mask) & ~mask;
-    if (end <= start) {
+    opal_mem_hooks_slot_t *slot = &opal_mem_hooks_slots[i];
+    if (__builtin_expect(NULL == __atomic_load_n(&slot->func, __ATOMIC_RELAXED), 0)) {
         return;
     }
-    int n = __atomic_load_n(&slots_used, __ATOMIC_ACQUIRE);
+    /* Dekker-style pairing with unregister: announce ourselves, THEN look
+     * at func (both seq_cst).  Either unregister sees our count, or we see
+     * its NULL. */
+    __atomic_add_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+    opal_mem_hooks_callback_fn_t *func = __atomic_load_n(&slot->func, __ATOMIC_SEQ_CST);
+    if (__builtin_expect(NULL != func, 1)) {
+        opal_mem_hooks_calling[i]++;
+        func(start, len, __atomic_load_n(&slot->cbdata, __ATOMIC_RELAXED), from_alloc);
+        opal_mem_hooks_calling[i]--;
+    }
+    __atomic_sub_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+}
+
+static __attribute__((noinline)) void call_all(int n, void *start, size_t len, bool from_alloc)
+{
     for (int i = 0; i < n; i++) {
-        opal_mem_hooks_slot_t *slot = &slots[i];
-        if (NULL == __atomic_load_n(&slot->func, __ATOMIC_RELAXED)) {
-            continue;
-        }
-        /* Dekker-style pairing with unregister: announce ourselves, THEN
-         * look at func (both seq_cst).  Either unregister sees our count, or
-         * we see its NULL. */
-        __atomic_add_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
-        opal_mem_hooks_callback_fn_t *func = __atomic_load_n(&slot->func, __ATOMIC_SEQ_CST);
-        if (func) {
-            void *cbdata = __atomic_load_n(&slot->cbdata, __ATOMIC_RELAXED);
-            uint64_t saved = calling_slots;
-            calling_slots = saved | (UINT64_C(1) << i);
-            func((void *) start, end - start, cbdata, from_alloc);
-            calling_slots = saved;
-        }
-        __atomic_sub_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+        call_slot(i, start, len, from_alloc);
+    }
+}
+
+void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc)
+{
+    const uintptr_t mask = opal_mem_hooks_page_size - 1;
+    len = (len + mask) & ~mask;
+    const int n = __atomic_load_n(&opal_mem_hooks_slots_used, __ATOMIC_ACQUIRE);
+    /* One callback (an rcache) is the common case: no loop, no registers
+     * to save around the call. */
+    if (__builtin_expect(1 == n, 1)) {
+        call_slot(0, (void *) start, len, from_alloc);
+    } else {
+        call_all(n, (void *) start, len, from_alloc);
     }
 }
 
 void opal_mem_hooks_release_hook(void *buf, size_t length, bool from_alloc)
 {
     if (length > 0) {
-        opal_mem_hooks_dispatch((uintptr_t) buf, (uintptr_t) buf + length, from_alloc);
+        const uintptr_t mask = opal_mem_hooks_page_size - 1;
+        const uintptr_t start = (uintptr_t) buf & ~mask;
+        opal_mem_hooks_dispatch(start, (uintptr_t) buf + length - start, from_alloc);
     }
 }
 
@@ -105,11 +108,11 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
     int rc = setup_locked();
     int free_slot = -1;
     for (int i = 0; OPAL_SUCCESS == rc && i < OPAL_MEM_HOOKS_MAX_CALLBACKS; i++) {
-        if (slots[i].func == func) {
+        if (opal_mem_hooks_slots[i].func == func) {
             opal_output("opal_mem_hooks_register_release: callback %p is already registered",
                         (void *) (uintptr_t) func);
             rc = OPAL_ERR_BAD_PARAM;
-        } else if (NULL == slots[i].func && free_slot < 0 && 0 == slots[i].users) {
+        } else if (NULL == opal_mem_hooks_slots[i].func && free_slot < 0 && 0 == opal_mem_hooks_slots[i].users) {
             free_slot = i;
         }
     }
@@ -119,10 +122,10 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
     }
     if (OPAL_SUCCESS == rc) {
         /* cbdata first: a reader that sees func must see its cbdata. */
-        __atomic_store_n(&slots[free_slot].cbdata, cbdata, __ATOMIC_RELAXED);
-        __atomic_store_n(&slots[free_slot].func, func, __ATOMIC_RELEASE);
-        if (free_slot >= slots_used) {
-            __atomic_store_n(&slots_used, free_slot + 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&opal_mem_hooks_slots[free_slot].cbdata, cbdata, __ATOMIC_RELAXED);
+        __atomic_store_n(&opal_mem_hooks_slots[free_slot].func, func, __ATOMIC_RELEASE);
+        if (free_slot >= opal_mem_hooks_slots_used) {
+            __atomic_store_n(&opal_mem_hooks_slots_used, free_slot + 1, __ATOMIC_RELEASE);
         }
     }
     pthread_mutex_unlock(&registry_lock);
@@ -133,10 +136,10 @@ int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)
 {
     pthread_mutex_lock(&registry_lock);
     int found = -1;
-    for (int i = 0; i < slots_used; i++) {
-        if (NULL != func && slots[i].func == func) {
+    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
+        if (NULL != func && opal_mem_hooks_slots[i].func == func) {
             found = i;
-            __atomic_store_n(&slots[i].func, NULL, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
         }
     }
     pthread_mutex_unlock(&registry_lock);
@@ -144,8 +147,8 @@ int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)
         return OPAL_ERR_NOT_FOUND;
     }
     /* Wait for callers still inside it, but not for ourselves. */
-    int self = (calling_slots >> found) & 1;
-    while (__atomic_load_n(&slots[found].users, __ATOMIC_SEQ_CST) > self) {
+    int self = opal_mem_hooks_calling[found];
+    while (__atomic_load_n(&opal_mem_hooks_slots[found].users, __ATOMIC_SEQ_CST) > self) {
         sched_yield();
     }
     return OPAL_SUCCESS;
@@ -177,14 +180,14 @@ void opal_mem_hooks_finalize(void)
         hooks_installed = false;
     }
     mca_patcher_base_fini();
-    for (int i = 0; i < slots_used; i++) {
-        __atomic_store_n(&slots[i].func, NULL, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
+        __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
     }
-    for (int i = 0; i < slots_used; i++) {
-        while (__atomic_load_n(&slots[i].users, __ATOMIC_SEQ_CST) > (int) ((calling_slots >> i) & 1)) {
+    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
+        while (__atomic_load_n(&opal_mem_hooks_slots[i].users, __ATOMIC_SEQ_CST) > opal_mem_hooks_calling[i]) {
             sched_yield();
         }
     }
-    slots_used = 0;
+    opal_mem_hooks_slots_used = 0;
     pthread_mutex_unlock(&registry_lock);
 }

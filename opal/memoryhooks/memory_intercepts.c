@@ -48,34 +48,45 @@
 #endif
 
 /*
- * The range this thread is chaining for.  When the code we chain to reaches
- * a second patched definition (sbrk calls brk; an interposer calls libc's
- * munmap), that one finds its range already reported and stays quiet.  A
- * signal handler releasing other pages meanwhile still reports them.
+ * The ranges this thread is chaining for, innermost first: a frame on the
+ * stack of each intercept that reported a range.  When the code we chain to
+ * reaches a second patched definition (sbrk calls brk; an interposer calls
+ * libc's munmap), that one finds its range already reported and stays
+ * quiet.  A signal handler releasing other pages meanwhile still reports
+ * them.  One TLS pointer: a load and two stores per event.
  */
-static __thread uintptr_t chained_start __attribute__((tls_model("initial-exec")));
-static __thread uintptr_t chained_end __attribute__((tls_model("initial-exec")));
+typedef struct chain_frame_t {
+    uintptr_t start, end;
+    struct chain_frame_t *outer;
+} chain_frame_t;
 
-typedef struct chain_scope_t {
-    uintptr_t saved_start, saved_end;
-} chain_scope_t;
+static __thread chain_frame_t *chain_top __attribute__((tls_model("initial-exec")));
+
+/*
+ * Frames are needed only where a chain can reach another intercept of ours:
+ * when an interposer's definition and libc's are both patched.  Without one
+ * (the usual case) munmap and madvise report and tail-call their chain.
+ */
+static bool chain_frames_needed;
 
 /* Report [start, end) unless the chain of an outer intercept did already. */
-static inline chain_scope_t release(uintptr_t start, uintptr_t end)
+static inline void release(chain_frame_t *frame, uintptr_t start, uintptr_t end)
 {
-    chain_scope_t scope = {chained_start, chained_end};
-    if (end > start && !(start >= chained_start && end <= chained_end)) {
-        opal_mem_hooks_dispatch(start, end, true);
-        chained_start = start;
-        chained_end = end;
+    chain_frame_t *outer = chain_top;
+    start &= ~(opal_mem_hooks_page_size - 1);
+    frame->start = start;
+    frame->end = end;
+    frame->outer = outer;
+    if (__builtin_expect(end > start, 1) &&
+        (__builtin_expect(NULL == outer, 1) || start < outer->start || end > outer->end)) {
+        opal_mem_hooks_dispatch(start, end - start, true);
     }
-    return scope;
+    chain_top = frame;
 }
 
-static inline void chain_done(chain_scope_t scope)
+static inline void chain_done(chain_frame_t *frame)
 {
-    chained_start = scope.saved_start;
-    chained_end = scope.saved_end;
+    chain_top = frame->outer;
 }
 
 static inline uintptr_t page_align_up(uintptr_t x)
@@ -100,16 +111,29 @@ static struct {
     void *(*shmat[2])(int, const void *, int);
 } chain;
 
-static int munmap_common(int v, void *addr, size_t len)
+/* Cold paths live apart, so that the common one needs no stack frame. */
+#define OPAL_COLD __attribute__((noinline, cold))
+
+static OPAL_COLD int munmap_framed(int v, void *addr, size_t len)
+{
+    chain_frame_t frame;
+    release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
+    int rc = chain.munmap[v](addr, len);
+    chain_done(&frame);
+    return rc;
+}
+
+static inline int munmap_common(int v, void *addr, size_t len)
 {
     /* The kernel rejects an unaligned address: nothing is released. */
-    if (!page_aligned(addr) || 0 == len) {
+    if (__builtin_expect(!page_aligned(addr) || 0 == len, 0)) {
         return chain.munmap[v](addr, len);
     }
-    chain_scope_t scope = release((uintptr_t) addr, (uintptr_t) addr + len);
-    int rc = chain.munmap[v](addr, len);
-    chain_done(scope);
-    return rc;
+    if (__builtin_expect(chain_frames_needed, 0)) {
+        return munmap_framed(v, addr, len);
+    }
+    opal_mem_hooks_dispatch((uintptr_t) addr, len, true);
+    return chain.munmap[v](addr, len);
 }
 static int intercept_munmap(void *addr, size_t len) { return munmap_common(0, addr, len); }
 static int intercept_munmap_1(void *addr, size_t len) { return munmap_common(1, addr, len); }
@@ -129,11 +153,13 @@ static void *mremap_common(int v, void *old, size_t old_size, size_t new_size, i
         end = (uintptr_t) old + old_size;
     }
     if ((flags & MREMAP_FIXED) && new_size) {
-        opal_mem_hooks_dispatch((uintptr_t) new_addr, (uintptr_t) new_addr + new_size, true);
+        const uintptr_t dest = (uintptr_t) new_addr & ~(opal_mem_hooks_page_size - 1);
+        opal_mem_hooks_dispatch(dest, (uintptr_t) new_addr + new_size - dest, true);
     }
-    chain_scope_t scope = release(start, end);
+    chain_frame_t frame;
+    release(&frame, start, end);
     void *rc = chain.mremap[v](old, old_size, new_size, flags, new_addr);
-    chain_done(scope);
+    chain_done(&frame);
     return rc;
 }
 static void *intercept_mremap(void *old, size_t old_size, size_t new_size, int flags, void *new_addr)
@@ -151,30 +177,48 @@ static bool advice_drops_pages(int advice)
            MADV_DONTNEED_LOCKED == advice;
 }
 
-static int madvise_common(int v, void *addr, size_t len, int advice)
+static OPAL_COLD int madvise_framed(int v, void *addr, size_t len, int advice)
 {
-    if (!advice_drops_pages(advice) || !page_aligned(addr)) {
+    chain_frame_t frame;
+    release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
+    int rc = chain.madvise[v](addr, len, advice);
+    chain_done(&frame);
+    return rc;
+}
+
+static inline int madvise_common(int v, void *addr, size_t len, int advice)
+{
+    if (!advice_drops_pages(advice) || !page_aligned(addr) || 0 == len) {
         return chain.madvise[v](addr, len, advice);
     }
-    chain_scope_t scope = release((uintptr_t) addr, (uintptr_t) addr + len);
-    int rc = chain.madvise[v](addr, len, advice);
-    chain_done(scope);
-    return rc;
+    if (__builtin_expect(chain_frames_needed, 0)) {
+        return madvise_framed(v, addr, len, advice);
+    }
+    opal_mem_hooks_dispatch((uintptr_t) addr, len, true);
+    return chain.madvise[v](addr, len, advice);
 }
 static int intercept_madvise(void *addr, size_t len, int advice) { return madvise_common(0, addr, len, advice); }
 static int intercept_madvise_1(void *addr, size_t len, int advice) { return madvise_common(1, addr, len, advice); }
 
-/* MAP_FIXED replaces whatever was mapped there; MAP_FIXED_NOREPLACE never does. */
-static void *mmap_common(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
+static OPAL_COLD void *mmap_framed(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-    if (!(flags & MAP_FIXED) || (flags & MAP_FIXED_NOREPLACE) || !page_aligned(addr)) {
-        return chain.mmap[v](addr, len, prot, flags, fd, off);
-    }
-    chain_scope_t scope = release((uintptr_t) addr, (uintptr_t) addr + len);
+    chain_frame_t frame;
+    release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
     void *rc = chain.mmap[v](addr, len, prot, flags, fd, off);
-    chain_done(scope);
+    chain_done(&frame);
     return rc;
 }
+
+/* MAP_FIXED replaces whatever was mapped there; MAP_FIXED_NOREPLACE never does. */
+static inline void *mmap_common(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (__builtin_expect(!(flags & MAP_FIXED) || (flags & MAP_FIXED_NOREPLACE), 1) ||
+        !page_aligned(addr) || 0 == len) {
+        return chain.mmap[v](addr, len, prot, flags, fd, off);
+    }
+    return mmap_framed(v, addr, len, prot, flags, fd, off);
+}
+
 static void *intercept_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     return mmap_common(0, addr, len, prot, flags, fd, off);
@@ -193,9 +237,10 @@ static uintptr_t current_break(void)
 static int brk_common(int v, void *addr)
 {
     uintptr_t cur = current_break();
-    chain_scope_t scope = release(page_align_up((uintptr_t) addr), page_align_up(cur));
+    chain_frame_t frame;
+    release(&frame, page_align_up((uintptr_t) addr), page_align_up(cur));
     int rc = chain.brk[v](addr);
-    chain_done(scope);
+    chain_done(&frame);
     return rc;
 }
 static int intercept_brk(void *addr) { return brk_common(0, addr); }
@@ -207,9 +252,10 @@ static void *sbrk_common(int v, intptr_t increment)
         return chain.sbrk[v](increment);
     }
     uintptr_t cur = current_break();
-    chain_scope_t scope = release(page_align_up(cur + increment), page_align_up(cur));
+    chain_frame_t frame;
+    release(&frame, page_align_up(cur + increment), page_align_up(cur));
     void *rc = chain.sbrk[v](increment);
-    chain_done(scope);
+    chain_done(&frame);
     return rc;
 }
 static void *intercept_sbrk(intptr_t increment) { return sbrk_common(0, increment); }
@@ -231,9 +277,10 @@ static int shmdt_common(int v, const void *addr)
         0 == strncmp(entry.path_start, "/SYSV", 5)) {
         size = shm_segment_size((int) entry.inode);
     }
-    chain_scope_t scope = release((uintptr_t) addr, (uintptr_t) addr + size);
+    chain_frame_t frame;
+    release(&frame, (uintptr_t) addr, (uintptr_t) addr + size);
     int rc = chain.shmdt[v](addr);
-    chain_done(scope);
+    chain_done(&frame);
     return rc;
 }
 static int intercept_shmdt(const void *addr) { return shmdt_common(0, addr); }
@@ -245,9 +292,10 @@ static void *shmat_common(int v, int shmid, const void *addr, int flags)
         return chain.shmat[v](shmid, addr, flags);
     }
     uintptr_t start = (uintptr_t) addr & ~(opal_mem_hooks_page_size - 1);
-    chain_scope_t scope = release(start, start + shm_segment_size(shmid));
+    chain_frame_t frame;
+    release(&frame, start, start + shm_segment_size(shmid));
     void *rc = chain.shmat[v](shmid, addr, flags);
-    chain_done(scope);
+    chain_done(&frame);
     return rc;
 }
 static void *intercept_shmat(int shmid, const void *addr, int flags) { return shmat_common(0, shmid, addr, flags); }
@@ -308,6 +356,7 @@ static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_
 {
     uintptr_t def[2];
     find_definitions(t, def);
+    chain_frames_needed |= (0 != def[1]);
     for (int v = 0; v < 2; v++) {
         if (0 == def[v]) {
             t->chain[v] = t->chain[0];
@@ -357,6 +406,7 @@ int opal_mem_hooks_install_intercepts(void)
     mca_patcher_base_module_t *patcher = opal_patcher;
     bool by_address = (NULL != patcher->patch_address);
     int rc = OPAL_SUCCESS;
+    chain_frames_needed = false; /* set per target, before its patch goes live */
 
     for (size_t i = 0; i < NUM_TARGETS && OPAL_SUCCESS == rc; i++) {
         rc = by_address ? patch_by_address(patcher, &targets[i]) : patch_by_symbol(patcher, &targets[i]);

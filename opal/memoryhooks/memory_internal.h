@@ -14,14 +14,39 @@
 int opal_mem_hooks_init(void);
 void opal_mem_hooks_finalize(void);
 
+#define OPAL_MEM_HOOKS_HIDDEN __attribute__((visibility("hidden")))
+#define OPAL_MEM_HOOKS_MAX_CALLBACKS 64
+
 /* The page size, read once at init (no sysconf on the hook path). */
-extern uintptr_t opal_mem_hooks_page_size;
+extern uintptr_t opal_mem_hooks_page_size OPAL_MEM_HOOKS_HIDDEN;
 
 /*
- * Deliver [start, end) (rounded out to pages) to every registered callback.
- * Allocation free, lock free, signal safe.
+ * The callback registry.  Readers (the hooks) walk the slots without locks.
+ * Each slot counts the threads calling its callback; unregister clears the
+ * slot and then waits for that count to drain, so that when it returns the
+ * callback is not running anywhere and will not run again.
  */
-void opal_mem_hooks_dispatch(uintptr_t start, uintptr_t end, bool from_alloc);
+typedef struct opal_mem_hooks_slot_t {
+    opal_mem_hooks_callback_fn_t *func;
+    void *cbdata;
+    int users;  /* threads between "entered" and "left" for this slot */
+} opal_mem_hooks_slot_t;
+
+extern opal_mem_hooks_slot_t opal_mem_hooks_slots[OPAL_MEM_HOOKS_MAX_CALLBACKS] OPAL_MEM_HOOKS_HIDDEN;
+extern int opal_mem_hooks_slots_used OPAL_MEM_HOOKS_HIDDEN; /* high-water mark: readers stop there */
+
+/* How deep this thread is inside each slot's callback, so that a callback
+ * (or a signal handler) may unregister itself without waiting on itself.
+ * initial-exec: no allocation on first touch inside a hook. */
+extern __thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACKS]
+    __attribute__((tls_model("initial-exec"))) OPAL_MEM_HOOKS_HIDDEN;
+
+/*
+ * Deliver [start, start+len) to every registered callback: start page
+ * aligned, len > 0 (rounded up to pages here).  Allocation free, lock free,
+ * signal safe.
+ */
+void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc) OPAL_MEM_HOOKS_HIDDEN;
 
 /* Install the intercepts with the selected patcher; all or nothing. */
 int opal_mem_hooks_install_intercepts(void);
