@@ -62,12 +62,32 @@ check() {
     count "$name" "check-$name.out"
 }
 
+# Install, then build a program outside the tree against the installed
+# headers with pkg-config (the API.md names), and run it.
+install_and_use() {
+    local dest="$PWD/_dest" prefix
+    rm -rf "$dest"
+    prefix=$(sed -n 's/^prefix=//p' opal-patcher.pc)
+    if make install DESTDIR="$dest" >install.out 2>&1 &&
+       PKG_CONFIG_SYSROOT_DIR="$dest" PKG_CONFIG_PATH="$dest$prefix/lib/pkgconfig" \
+           sh -c 'cc -Wall -Wextra -Werror -o api_usage "$0" $(pkg-config --cflags --libs opal-patcher)' \
+           "$top/test/api/api_usage.c" >>install.out 2>&1 &&
+       LD_LIBRARY_PATH="$dest$prefix/lib" OMPI_MCA_mca_base_component_path="$dest$prefix/lib/opal-patcher" \
+           ./api_usage >>install.out 2>&1; then
+        echo "[install] installed API used from outside: passed"; passed=$((passed + 1))
+    else
+        echo "[install] FAILED:"; tail -20 install.out
+        failed=$((failed + 1)); failures+=(install)
+    fi
+}
+
 run_config() {
     case $1 in
     dso)
         build dso || { failed=$((failed + 1)); failures+=(dso); return; }
         check dso-linux OMPI_MCA_patcher=linux
-        check dso-overwrite OMPI_MCA_patcher=overwrite ;;
+        check dso-overwrite OMPI_MCA_patcher=overwrite
+        install_and_use ;;
     builtin)
         build builtin --disable-dlopen || { failed=$((failed + 1)); failures+=(builtin); return; }
         check builtin-linux OMPI_MCA_patcher=linux
