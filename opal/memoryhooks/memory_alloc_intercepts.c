@@ -54,10 +54,14 @@ static struct {
 } chain;
 
 static bool installed;
+/* False when the free that slots reached is not glibc's (another hooker,
+ * UCX's libucm in reloc mode, put its own allocator behind the GOT): its
+ * blocks have no glibc header to read. */
+static bool glibc_chunks;
 
 static inline void announce_mmapped_chunk(void *p)
 {
-    if (NULL == p) {
+    if (NULL == p || !__atomic_load_n(&glibc_chunks, __ATOMIC_RELAXED)) {
         return;
     }
     const size_t *header = (const size_t *) p - 2;
@@ -116,6 +120,20 @@ static const struct {
     {"malloc_trim", (void *) intercept_malloc_trim, (void **) &chain.malloc_trim},
 };
 
+/* libc's own free, or NULL when it cannot be told (static executable). */
+static void *libc_free(void)
+{
+    if (NULL == dlsym || NULL == dlopen) {
+        return NULL;
+    }
+    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+    void *fn = libc ? dlsym(libc, "free") : NULL;
+    if (libc) {
+        dlclose(libc);
+    }
+    return fn;
+}
+
 /* Is glibc's malloc the one callers reach?  (valgrind redirects malloc to
  * its own without changing what dlsym says.) */
 static bool glibc_malloc_in_use(void)
@@ -140,6 +158,10 @@ int opal_mem_hooks_install_alloc_intercepts(void)
     if (!glibc_malloc_in_use()) {
         return OPAL_SUCCESS;
     }
+    void *glibc_free = libc_free();
+    /* Set before free can reach the intercept; cleared below if the chain
+     * turns out to be another allocator. */
+    __atomic_store_n(&glibc_chunks, true, __ATOMIC_RELAXED);
     for (size_t i = 0; i < sizeof(alloc_targets) / sizeof(alloc_targets[0]); i++) {
         int rc = opal_patcher->patch_symbol(alloc_targets[i].name, (uintptr_t) alloc_targets[i].entry,
                                             (uintptr_t *) alloc_targets[i].chain);
@@ -148,6 +170,13 @@ int opal_mem_hooks_install_alloc_intercepts(void)
                         OPAL_SUCCESS != rc ? opal_strerror(rc) : "no definition to chain to");
             return OPAL_SUCCESS != rc ? rc : OPAL_ERR_NOT_FOUND;
         }
+    }
+    if (NULL != glibc_free && (void *) chain.free != glibc_free) {
+        __atomic_store_n(&glibc_chunks, false, __ATOMIC_RELAXED);
+        opal_output_verbose(opal_patcher_base_framework.framework_verbose, 1,
+                            "free reaches another allocator than glibc's (%p, not %p): its "
+                            "blocks are not announced by the allocator intercepts",
+                            (void *) chain.free, glibc_free);
     }
     mallopt(M_TRIM_THRESHOLD, -1);
     installed = true;

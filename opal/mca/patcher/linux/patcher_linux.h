@@ -106,6 +106,8 @@ int mca_patcher_linux_dl_install(void);
 void mca_patcher_linux_dl_restored(uintptr_t value);
 /* Forget everything (patch_fini). */
 void mca_patcher_linux_dl_forget(void);
+/* Patch new objects, and take back the slots someone reset to what we chain to. */
+void mca_patcher_linux_take_back(void);
 
 /* dlsym in one loaded object (and its dependencies), by the real functions. */
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);

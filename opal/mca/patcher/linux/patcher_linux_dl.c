@@ -43,7 +43,17 @@ enum { WATCH_DLOPEN, WATCH_DLMOPEN, WATCH_DLCLOSE, WATCH_DLSYM, WATCH_COUNT };
  */
 static uintptr_t reals[WATCH_COUNT];
 
+/*
+ * The loader's own functions (the definitions, not what slots reach), for
+ * our lookups that load nothing (RTLD_NOLOAD handles): another hooker's
+ * dlopen may do work of its own after each call (UCX's libucm re-patches
+ * every object) and may be entered from inside its allocator, where that
+ * work deadlocks.
+ */
+static uintptr_t loader[WATCH_COUNT];
+
 #define REAL(name, index) ((name##_fn_t) reals[index])
+#define LOADER(name, index) ((name##_fn_t) (loader[index] ? loader[index] : reals[index]))
 
 static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -53,13 +63,19 @@ static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-/* After a successful open: give the redirections to the new objects. */
-static void patch_new_objects(void)
+/*
+ * After a successful open: give the redirections to the new objects, and
+ * take back the slots that the dlopen we chain to may have reset (UCX's
+ * libucm re-applies its patches to every object after each dlopen, ours
+ * included): so even when no object was added, and after our own calls of
+ * that dlopen.
+ */
+void mca_patcher_linux_take_back(void)
 {
     unsigned long long c[2] = {0, 0};
     pthread_mutex_lock(&mca_patcher_linux_lock);
-    dl_iterate_phdr(read_counters, c);
-    if (c[0] != seen_adds) {
+    if (__atomic_load_n(&installed, __ATOMIC_RELAXED)) {
+        dl_iterate_phdr(read_counters, c);
         int rc = mca_patcher_linux_got_patch(mca_patcher_linux_hooks, mca_patcher_linux_nhooks);
         if (OPAL_SUCCESS != rc) {
             opal_output("patcher linux: could not patch the objects just loaded: %s",
@@ -107,7 +123,7 @@ static void *linux_dlopen(const char *file, int mode)
 {
     void *handle = open_for(__builtin_return_address(0), false, LM_ID_BASE, file, mode);
     if (NULL != handle) {
-        patch_new_objects();
+        mca_patcher_linux_take_back();
     }
     return handle;
 }
@@ -116,7 +132,7 @@ static void *linux_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
     void *handle = open_for(__builtin_return_address(0), true, lmid, file, mode);
     if (NULL != handle) {
-        patch_new_objects();
+        mca_patcher_linux_take_back();
     }
     return handle;
 }
@@ -129,7 +145,7 @@ static int linux_dlclose(void *handle)
     pthread_mutex_lock(&mca_patcher_linux_lock);
     int rc = REAL(dlclose, WATCH_DLCLOSE)(handle);
     dl_iterate_phdr(read_counters, c);
-    if (c[1] != seen_subs) {
+    if (c[1] != seen_subs && __atomic_load_n(&installed, __ATOMIC_RELAXED)) {
         mca_patcher_linux_got_drop_unloaded();
         seen_subs = c[1];
     }
@@ -149,17 +165,17 @@ void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *
         return NULL;
     }
     if (program) {
-        handle = REAL(dlopen, WATCH_DLOPEN)(NULL, RTLD_LAZY);
+        handle = LOADER(dlopen, WATCH_DLOPEN)(NULL, RTLD_LAZY);
     } else if (LM_ID_BASE == lmid) {
-        handle = REAL(dlopen, WATCH_DLOPEN)(map->l_name, RTLD_LAZY | RTLD_NOLOAD);
+        handle = LOADER(dlopen, WATCH_DLOPEN)(map->l_name, RTLD_LAZY | RTLD_NOLOAD);
     } else {
-        handle = REAL(dlmopen, WATCH_DLMOPEN)(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD);
+        handle = LOADER(dlmopen, WATCH_DLMOPEN)(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD);
     }
     if (NULL == handle) {
         return NULL;
     }
-    void *addr = REAL(dlsym, WATCH_DLSYM)(handle, symbol);
-    REAL(dlclose, WATCH_DLCLOSE)(handle);
+    void *addr = LOADER(dlsym, WATCH_DLSYM)(handle, symbol);
+    LOADER(dlclose, WATCH_DLCLOSE)(handle);
     return addr;
 }
 
@@ -186,6 +202,31 @@ static void *next_after(const void *caller_addr, const char *symbol)
     return NULL;
 }
 
+static bool is_watcher(uintptr_t addr);
+
+/*
+ * One of our dl intercepts handed out by dlsym is kept by its caller (a
+ * hooker chaining to "the real dlopen", as UCX's libucm does) and called
+ * after we are finalized: the object holding it must then stay loaded.
+ */
+static void pin_self(void)
+{
+    static bool pinned;
+    Dl_info info;
+    if (__atomic_exchange_n(&pinned, true, __ATOMIC_ACQ_REL) || NULL == dladdr1 ||
+        0 == reals[WATCH_DLOPEN]) {
+        return;
+    }
+    void *map;
+    if (0 != dladdr1((void *) &mca_patcher_linux_component, &info, &map, RTLD_DL_LINKMAP) &&
+        NULL != info.dli_fname && ((struct link_map *) map)->l_prev) {
+        (void) LOADER(dlopen, WATCH_DLOPEN)(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+        opal_output_verbose(mca_patcher_linux_verbose, 10,
+                            "patcher linux: a dl intercept was handed out by dlsym: %s stays "
+                            "loaded", info.dli_fname);
+    }
+}
+
 static void *linux_dlsym(void *handle, const char *symbol)
 {
     const void *caller_addr = __builtin_return_address(0);
@@ -202,7 +243,11 @@ static void *linux_dlsym(void *handle, const char *symbol)
         addr = REAL(dlsym, WATCH_DLSYM)(handle, symbol);
     }
     /* A definition our slots were redirected from: hand out the intercept. */
-    return (void *) mca_patcher_linux_map_definition((uintptr_t) addr);
+    addr = (void *) mca_patcher_linux_map_definition((uintptr_t) addr);
+    if (__builtin_expect(is_watcher((uintptr_t) addr), 0)) {
+        pin_self();
+    }
+    return addr;
 }
 
 static const struct {
@@ -214,6 +259,16 @@ static const struct {
     [WATCH_DLCLOSE] = {"dlclose", (uintptr_t) linux_dlclose},
     [WATCH_DLSYM] = {"dlsym", (uintptr_t) linux_dlsym},
 };
+
+static bool is_watcher(uintptr_t addr)
+{
+    for (int i = 0; i < WATCH_COUNT; i++) {
+        if (watchers[i].intercept == addr) {
+            return true;
+        }
+    }
+    return false;
+}
 
 int mca_patcher_linux_dl_install(void)
 {
@@ -230,6 +285,10 @@ int mca_patcher_linux_dl_install(void)
                                                         &chain)) {
             __atomic_store_n(&reals[i], chain, __ATOMIC_RELEASE);
         }
+    }
+    /* RTLD_DEFAULT finds definitions, whatever the slots hold. */
+    for (int i = 0; i < WATCH_COUNT && 0 != reals[WATCH_DLSYM]; i++) {
+        loader[i] = (uintptr_t) REAL(dlsym, WATCH_DLSYM)(RTLD_DEFAULT, watchers[i].symbol);
     }
     for (int i = 0; i < WATCH_COUNT; i++) {
         uintptr_t chain;

@@ -527,14 +527,19 @@ static void got_restore(mca_patcher_base_patch_t *patch)
         return;
     }
     uintptr_t now = __atomic_load_n((uintptr_t *) patch->patch_orig, __ATOMIC_ACQUIRE);
+    if (now != patch->patch_value) {
+        /* Another hooker patched over us and chains to our intercept (it
+         * found it where we had put it, or through our dlsym): writing the
+         * old value back would cut it out.  Our intercepts stay loaded
+         * (the core library, or this component pinned when handed out). */
+        opal_output_verbose(mca_patcher_linux_verbose, 10,
+                            "patcher linux: the GOT slot of %s at %p (%s) was patched over by "
+                            "another hooker; leaving its value",
+                            patch->patch_symbol, (void *) patch->patch_orig, patch->patch_how);
+        return;
+    }
     uintptr_t orig;
     memcpy(&orig, patch->patch_orig_data, sizeof(orig));
-    if (now != patch->patch_value) {
-        /* Someone patched over us: undo everything anyway, as promised, but say so. */
-        opal_output("patcher linux: the GOT slot of %s at %p was changed by someone else "
-                    "since we patched it; restoring the original value",
-                    patch->patch_symbol, (void *) patch->patch_orig);
-    }
     got_write(patch->patch_orig, orig, patch->patch_symbol);
     mca_patcher_linux_dl_restored(patch->patch_value);
 }
@@ -551,11 +556,60 @@ static void hook_note_definition(mca_patcher_linux_hook_t *hook, uintptr_t def)
     }
 }
 
-static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patcher_linux_hook_t *hook)
+/* Our record of the slot at addr, or NULL. */
+static mca_patcher_base_patch_t *find_record(uintptr_t addr)
+{
+    mca_patcher_base_module_t *module = &mca_patcher_linux_module;
+    mca_patcher_base_patch_t *patch, *found = NULL;
+    pthread_mutex_lock(&module->patch_list_mutex);
+    OPAL_LIST_FOREACH (patch, &module->patch_list, mca_patcher_base_patch_t) {
+        if (patch->patch_orig == addr) {
+            found = patch;
+        }
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+    return found;
+}
+
+static bool known_definition(const mca_patcher_linux_hook_t *hook, uintptr_t def)
+{
+    for (int i = 0; i < hook->ndefs && i < MCA_PATCHER_LINUX_MAX_DEFS; i++) {
+        if (hook->defs[i] == def) {
+            return true;
+        }
+    }
+    return def == hook->chain;
+}
+
+/* Patch one slot; *wrote tells whether it was written. */
+static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patcher_linux_hook_t *hook,
+                      bool *wrote)
 {
     uintptr_t value = __atomic_load_n((uintptr_t *) slot->addr, __ATOMIC_ACQUIRE);
     if (value == hook->value) {
         return OPAL_SUCCESS; /* patched already (or listed twice) */
+    }
+    mca_patcher_base_patch_t *record = find_record(slot->addr);
+    if (NULL != record) {
+        /* We patched this slot and someone wrote it since.  Back to what we
+         * chain to (a hooker re-applying its patches, UCX's libucm after
+         * every dlopen): put ourselves in front again, the chain is the
+         * same.  Anything else is a hooker stacked on top of us, that
+         * chains to our intercept: leave it. */
+        if (!known_definition(hook, value)) {
+            opal_output_verbose(mca_patcher_linux_verbose, 20,
+                                "patcher linux: %s: %s at %p holds %p now, another hooker's: "
+                                "left to it", hook->symbol, record->patch_how,
+                                (void *) slot->addr, (void *) value);
+            return OPAL_SUCCESS;
+        }
+        int rc = got_write(slot->addr, hook->value, hook->symbol);
+        *wrote = OPAL_SUCCESS == rc;
+        opal_output_verbose(mca_patcher_linux_verbose, 20,
+                            "patcher linux: %s: %s at %p was reset to %p by someone else; "
+                            "patched again", hook->symbol, record->patch_how, (void *) slot->addr,
+                            (void *) value);
+        return rc;
     }
     uintptr_t def = slot_definition(scan, slot, value, hook->symbol);
     if (0 == def) {
@@ -588,6 +642,7 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
         free(patch);
         return rc;
     }
+    *wrote = true;
     hook_note_definition(hook, def);
     mca_patcher_base_patch_add(&mca_patcher_linux_module, patch);
     opal_output_verbose(mca_patcher_linux_verbose, 20, "patcher linux: %s: %s at %p -> %p",
@@ -595,7 +650,7 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
     return OPAL_SUCCESS;
 }
 
-int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks)
+static int got_patch_pass(mca_patcher_linux_hook_t *hooks, int nhooks, bool *wrote)
 {
     const char *names[MCA_PATCHER_LINUX_MAX_HOOKS];
     for (int h = 0; h < nhooks; h++) {
@@ -608,11 +663,28 @@ int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks)
     for (int h = 0; OPAL_SUCCESS == rc && h < nhooks; h++) {
         for (int i = 0; OPAL_SUCCESS == rc && i < scan.nslots; i++) {
             if (0 == strcmp(names[scan.slots[i].name], hooks[h].symbol)) {
-                rc = patch_slot(&scan, &scan.slots[i], &hooks[h]);
+                rc = patch_slot(&scan, &scan.slots[i], &hooks[h], wrote);
             }
         }
     }
     scan_free(&scan);
+    return rc;
+}
+
+int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks)
+{
+    /* The dlopen we chain to may be another hooker's that re-applies its
+     * patches to every object after each call (UCX's libucm): our own
+     * lookups during a pass (mca_patcher_linux_dlsym_in) can then undo
+     * slots written earlier in it.  Repeat until a pass writes nothing. */
+    int rc = OPAL_SUCCESS;
+    for (int pass = 0; pass < 4 && OPAL_SUCCESS == rc; pass++) {
+        bool wrote = false;
+        rc = got_patch_pass(hooks, nhooks, &wrote);
+        if (!wrote) {
+            break;
+        }
+    }
     return rc;
 }
 

@@ -144,6 +144,11 @@ static int linux_patch_symbol(const char *symbol, uintptr_t new_addr, uintptr_t 
     if (OPAL_SUCCESS == rc) {
         rc = mca_patcher_linux_hook_symbol(symbol, new_addr, old_addr);
     }
+    /* Our users may have called a dlopen that re-patches (see take_back)
+     * since the previous redirection. */
+    if (OPAL_SUCCESS == rc) {
+        mca_patcher_linux_take_back();
+    }
     pthread_mutex_unlock(&mca_patcher_linux_lock);
     return rc;
 }
