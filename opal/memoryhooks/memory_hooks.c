@@ -15,6 +15,11 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory_internal.h"
+#if OPAL_HAVE_UCX
+#    include <string.h>
+
+#    include "opal/memoryhooks/memory_ucx.h"
+#endif
 #include "opal/util/output.h"
 
 opal_mem_hooks_slot_t opal_mem_hooks_slots[OPAL_MEM_HOOKS_MAX_CALLBACKS];
@@ -24,6 +29,7 @@ __thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACKS]
 
 static int support_level;         /* published after every patch succeeded */
 static bool hooks_installed;
+static bool from_ucx; /* our events come from UCX's handler, not our patches */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uintptr_t opal_mem_hooks_page_size = 4096;
@@ -84,6 +90,23 @@ static int setup_locked(void)
     if (hooks_installed) {
         return support_level ? OPAL_SUCCESS : OPAL_ERR_NOT_SUPPORTED;
     }
+#if OPAL_HAVE_UCX
+    /* The claim "ucx": UCX's hooks are active here; take their events
+     * instead of patching the same functions a second time. */
+    const char *claimed = mca_patcher_base_claimed_style();
+    if (NULL != claimed && 0 == strcmp(claimed, "ucx")) {
+        const char *reason = NULL;
+        if (OPAL_SUCCESS == opal_mem_hooks_ucx_start(&reason)) {
+            from_ucx = hooks_installed = true;
+            mca_patcher_base_set_selected_name("ucx");
+            __atomic_store_n(&support_level, OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT,
+                             __ATOMIC_RELEASE);
+            return OPAL_SUCCESS;
+        }
+        opal_output("claim \"ucx\": cannot receive UCX's memory events (%s); patching with the "
+                    "component proven to stack with UCX instead", reason);
+    }
+#endif
     int rc = mca_patcher_base_select();
     if (OPAL_SUCCESS == rc) {
         rc = opal_mem_hooks_install_intercepts();
@@ -98,6 +121,16 @@ static int setup_locked(void)
     return OPAL_SUCCESS;
 }
 
+/* Our jumps still in front (see opal_mem_hooks_check_intercepts), or no support at all. */
+static void check_locked(void)
+{
+    if (hooks_installed && !from_ucx && 0 != support_level &&
+        OPAL_SUCCESS != opal_mem_hooks_check_intercepts()) {
+        opal_output("memory hooks: release events are no longer delivered; support level 0");
+        __atomic_store_n(&support_level, 0, __ATOMIC_RELEASE);
+    }
+}
+
 int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cbdata)
 {
     if (NULL == func) {
@@ -106,6 +139,7 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
     }
     pthread_mutex_lock(&registry_lock);
     int rc = setup_locked();
+    check_locked();
     int free_slot = -1;
     for (int i = 0; OPAL_SUCCESS == rc && i < OPAL_MEM_HOOKS_MAX_CALLBACKS; i++) {
         if (opal_mem_hooks_slots[i].func == func) {
@@ -160,6 +194,7 @@ int opal_mem_hooks_support_level(void)
     if (!hooks_installed) {
         (void) setup_locked();
     }
+    check_locked();
     pthread_mutex_unlock(&registry_lock);
     return __atomic_load_n(&support_level, __ATOMIC_ACQUIRE);
 }
@@ -176,8 +211,15 @@ void opal_mem_hooks_finalize(void)
     pthread_mutex_lock(&registry_lock);
     if (hooks_installed) {
         __atomic_store_n(&support_level, 0, __ATOMIC_RELEASE);
-        opal_mem_hooks_uninstall_intercepts();
-        hooks_installed = false;
+#if OPAL_HAVE_UCX
+        if (from_ucx) {
+            opal_mem_hooks_ucx_stop();
+        }
+#endif
+        if (!from_ucx) {
+            opal_mem_hooks_uninstall_intercepts();
+        }
+        hooks_installed = from_ucx = false;
     }
     mca_patcher_base_fini();
     for (int i = 0; i < opal_mem_hooks_slots_used; i++) {

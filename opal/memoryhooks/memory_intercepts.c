@@ -327,6 +327,10 @@ static const intercept_target_t targets[] = {
 };
 #define NUM_TARGETS (sizeof(targets) / sizeof(targets[0]))
 
+/* The functions an address-based patcher patched, per target and variant
+ * (0 where nothing was patched: an alias of another target, no variant). */
+static uintptr_t patched[NUM_TARGETS][2];
+
 /*
  * The definitions of name in this process: [0] what callers reach, [1]
  * libc's own when that is another one (an interposer is in front of it).
@@ -356,6 +360,8 @@ static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_
 {
     uintptr_t def[2];
     find_definitions(t, def);
+    uintptr_t *done = patched[t - targets];
+    done[0] = done[1] = 0;
     chain_frames_needed |= (0 != def[1]);
     for (int v = 0; v < 2; v++) {
         if (0 == def[v]) {
@@ -382,6 +388,62 @@ static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_
             t->chain[v] = (void *) mca_patcher_base_chain_of(patcher, def[v]);
         }
         mca_patcher_base_name_patch(patcher, def[v], t->name);
+        done[v] = def[v];
+    }
+    return OPAL_SUCCESS;
+}
+
+/* Whether the newest patch of func still holds the bytes we wrote. */
+static bool jump_intact(mca_patcher_base_module_t *patcher, uintptr_t func)
+{
+    bool intact = true;
+    mca_patcher_base_patch_t *patch;
+    pthread_mutex_lock(&patcher->patch_list_mutex);
+    OPAL_LIST_FOREACH (patch, &patcher->patch_list, mca_patcher_base_patch_t) {
+        if (patch->patch_func == func) {
+            intact = 0 == memcmp((const void *) patch->patch_orig, patch->patch_data,
+                                 patch->patch_data_size);
+        }
+    }
+    pthread_mutex_unlock(&patcher->patch_list_mutex);
+    return intact;
+}
+
+/*
+ * Another hooker may write over our jumps later: UCX's libucm in bistro
+ * mode, loaded after our setup, puts its own jump at the entry of munmap &
+ * co., and its hooks make the system call themselves, so ours would never
+ * run again.  Put our jump back in front of its code and chain to it: both
+ * see every call.  Cold: run from registration and support_level.
+ */
+int opal_mem_hooks_check_intercepts(void)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL == patcher || NULL == patcher->patch_address_chain) {
+        return OPAL_SUCCESS; /* GOT slots: the linux component takes them back itself */
+    }
+    for (size_t i = 0; i < NUM_TARGETS; i++) {
+        const intercept_target_t *t = &targets[i];
+        for (int v = 0; v < 2; v++) {
+            const uintptr_t func = patched[i][v];
+            if (0 == func || jump_intact(patcher, func)) {
+                continue;
+            }
+            opal_output("%s at %p: another hooker wrote over our jump since our setup (UCX's "
+                        "libucm in bistro mode, loaded after us?); putting ours back in front "
+                        "of it", t->name, (void *) func);
+            int rc = patcher->patch_address_chain(func, t->entry[v], (uintptr_t *) &t->chain[v]);
+            if (OPAL_SUCCESS != rc) {
+                opal_output("%s at %p: cannot chain to the code written over our jump (%s): "
+                            "release events through %s are LOST from now on", t->name,
+                            (void *) func, opal_strerror(rc), t->name);
+                return rc;
+            }
+            mca_patcher_base_name_patch(patcher, func, t->name);
+            if (0 == v && 0 == patched[i][1]) {
+                t->chain[1] = t->chain[0];
+            }
+        }
     }
     return OPAL_SUCCESS;
 }

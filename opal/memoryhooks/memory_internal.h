@@ -50,6 +50,11 @@ void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc) OPAL_
 
 /* Install the intercepts with the selected patcher; all or nothing. */
 int opal_mem_hooks_install_intercepts(void);
+/*
+ * Put back jumps that another hooker wrote over since setup, chaining to its
+ * code (cold).  An error means events are lost: the caller reports it.
+ */
+int opal_mem_hooks_check_intercepts(void);
 /* Restore every patch.  Chain targets stay valid for threads still inside. */
 void opal_mem_hooks_uninstall_intercepts(void);
 

@@ -26,6 +26,7 @@ static void usage(FILE *out)
             "                            framework 'all' for every framework)\n"
             "  --all                     everything, with every parameter\n"
             "  --selftest                set up the hooks, print the patches, check every event\n"
+            "  --selftest --claim STYLE  the same after mca_patcher_base_claim(STYLE) (ucx)\n"
             "  --version                 the version\n"
             "  --help                    this text\n");
 }
@@ -150,10 +151,15 @@ int main(int argc, char **argv)
             print_components();
             print_params(argv[2], argv[3]);
         }
-    } else if (argc == 2 && 0 == strcmp(argv[1], "--selftest")) {
+    } else if ((argc == 2 || (argc == 4 && 0 == strcmp(argv[2], "--claim"))) &&
+               0 == strcmp(argv[1], "--selftest")) {
         print_header();
-        int failed = opal_patcher_info_selftest();
-        status = failed ? 1 : 0;
+        if (argc == 4 && OPAL_SUCCESS != mca_patcher_base_claim(argv[3])) {
+            status = 2;
+        } else {
+            int failed = opal_patcher_info_selftest();
+            status = failed ? 1 : 0;
+        }
     } else {
         fprintf(stderr, "opal_patcher_info: bad arguments:");
         for (int i = 1; i < argc; i++) {

@@ -170,7 +170,13 @@ static int check_mremap(void)
     munmap(p + 4 * page, 4 * page);
     start_check((uintptr_t) p);
     q = mremap(p, 4 * page, 8 * page, 0);
-    failed += expect_no_event("mremap (grow in place)", (uintptr_t) p, (uintptr_t) p + 4 * page);
+    if (NULL == opal_patcher) {
+        /* UCX's events (the claim): libucm reports the old range of every
+         * mremap, a false positive that is safe for a cache. */
+        report("mremap (grow in place)", true, "not checked: UCX reports every mremap's old range");
+    } else {
+        failed += expect_no_event("mremap (grow in place)", (uintptr_t) p, (uintptr_t) p + 4 * page);
+    }
     munmap(p, MAP_FAILED == q ? 4 * page : 8 * page);
     return failed;
 }
@@ -360,6 +366,9 @@ int opal_patcher_info_selftest(void)
     }
     printf("Selected: %s (support level %#x)\n", mca_patcher_base_selected_name(),
            opal_mem_hooks_support_level());
+    /* Who owns the hooks: our patches, or UCX's (the claim "ucx"). */
+    printf("Events from: %s%s\n", mca_patcher_base_selected_name(),
+           NULL == opal_patcher ? " (UCX's libucm owns the hooks; nothing patched by us)" : "");
     opal_patcher_info_print_patches();
 
     printf("Events:\n");

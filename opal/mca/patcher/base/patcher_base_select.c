@@ -59,6 +59,40 @@ void mca_patcher_base_set_selected_name(const char *name)
     selected_name = name;
 }
 
+/*
+ * Under a claim: the component that test/integration/ucx_stack proves to
+ * stack with UCX in every hook mode and installation order.  (overwrite
+ * loses its jumps when libucs is loaded after our setup in bistro mode:
+ * UCX writes its own over them.)
+ */
+static const char *const claim_component = "linux";
+
+static int select_claimed(mca_base_module_t **module, const mca_base_component_t **component)
+{
+    mca_base_component_list_item_t *item;
+    OPAL_LIST_FOREACH (item, &opal_patcher_base_framework.framework_components,
+                       mca_base_component_list_item_t) {
+        const mca_base_component_t *c = item->cli_component;
+        mca_base_module_t *m = NULL;
+        int priority;
+        const char *why = "it did not say why";
+        if (0 != strcmp(c->mca_component_name, claim_component) || NULL == c->mca_query_component) {
+            continue;
+        }
+        if (OPAL_SUCCESS == c->mca_query_component(&m, &priority, &why) && NULL != m) {
+            m->module_component = c;
+            *module = m;
+            *component = c;
+            opal_output_verbose(opal_patcher_base_framework.framework_verbose, 1,
+                                "patcher: claim \"%s\": selected %s", claimed_style, claim_component);
+            return OPAL_SUCCESS;
+        }
+        opal_output("claim \"%s\": patcher component %s cannot work here (%s); selecting by "
+                    "priority", claimed_style, claim_component, why);
+    }
+    return OPAL_ERR_NOT_FOUND;
+}
+
 int mca_patcher_base_select(void)
 {
     if (NULL != opal_patcher) {
@@ -71,7 +105,13 @@ int mca_patcher_base_select(void)
     mca_base_module_t *module;
     const mca_base_component_t *component;
     const char *reason;
-    int rc = mca_base_select(&opal_patcher_base_framework, &module, &component, &reason);
+    int rc = OPAL_ERR_NOT_FOUND;
+    if (NULL != claimed_style) {
+        rc = select_claimed(&module, &component);
+    }
+    if (OPAL_SUCCESS != rc) {
+        rc = mca_base_select(&opal_patcher_base_framework, &module, &component, &reason);
+    }
     if (OPAL_SUCCESS != rc) {
         opal_output("no patcher component can intercept memory release calls in this process "
                     "(patcher=%s): %s",
