@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "opal/class/opal_interval_tree.h"
 #include "opal/class/opal_list.h"
 #include "opal/mca/mca.h"
+#include "opal/mca/rcache/base/rcache_base_pgindex.h"
 
 #define MCA_RCACHE_BASE_VERSION 1
 
@@ -41,15 +41,23 @@ typedef struct mca_rcache_base_registration_t {
     unsigned char *base;       /* first byte, page aligned */
     unsigned char *bound;      /* LAST byte (inclusive) */
     unsigned char *alloc_base;
-    volatile int32_t ref_count;
-    volatile uint32_t flags;
+    /*
+     * The count and the state change together: the rcache updates them with
+     * one atomic operation on reg_state (read them, never write them).
+     */
+    union {
+        struct {
+            volatile int32_t ref_count;
+            volatile uint32_t flags;
+        };
+        uint64_t reg_state;
+    };
     int32_t access_flags;
     /* Internal to the rcache: */
     uint32_t reg_fork_gen;                /* process generation that made the pins */
-    struct mca_rcache_base_registration_t *reg_hash_next; /* by base page, while in the tree */
-    opal_interval_tree_node_t reg_vma;    /* in the module's tree while valid */
-    opal_list_item_t reg_list;            /* LRU, or the in-use list when not in the tree */
-    struct mca_rcache_base_registration_t *reg_deferred_next; /* deferred deregistration */
+    mca_rcache_base_pgindex_node_t reg_index; /* in the module's page index while valid */
+    opal_list_item_t reg_list;            /* LRU, or the in-use list when not indexed */
+    struct mca_rcache_base_registration_t *reg_deferred_next; /* deregistration, spare list */
     uint64_t *reg_frames;                 /* page frames recorded by the sanitizer, or NULL */
 } mca_rcache_base_registration_t;
 

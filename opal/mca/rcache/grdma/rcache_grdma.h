@@ -1,19 +1,34 @@
 /*
- * grdma: a registration cache keyed by an interval tree of the valid
- * registrations, with an LRU of the unused ones.
+ * grdma: a registration cache keyed by a page index of the valid
+ * registrations, with a CLOCK list of the cached ones.
  *
- * Where a registration is (all under the module lock):
- *   valid      in the tree and, unless PERSIST, on the LRU: a CLOCK list
- *              (second chance) so that a hit touches only the registration:
- *              eviction skips, and moves to the back, the ones in use or
- *              used since it last looked
- *   invalid    out of the tree; while in use on the in_use list; once
+ * Each registration has one atomic state word, reg_state: ref_count and
+ * flags.  A cache hit takes no lock: it finds candidates in the page index
+ * (lock-free readers, see rcache_base_pgindex.h) and takes a reference
+ * with one compare-and-swap that succeeds only while the registration is
+ * INDEXED and neither INVALID nor REGISTERING, setting RECENT on the way
+ * (the CLOCK's "used" bit: a hit moves nothing).  Dropping a reference is
+ * one compare-and-swap too, unless it is the last one and the registration
+ * must go (invalid, bypass, leave_pinned off): that takes the lock.
+ * Invalidation sets INVALID with one atomic operation that also tells
+ * whether a reference is held, so a hit and an invalidation never both win.
+ *
+ * Registrations are type stable: once allocated by a module, their memory
+ * goes to the module's spare list when released and is freed only at
+ * destroy, so a lock-free reader that raced with a release reads a
+ * registration (perhaps recycled for another range, which it checks after
+ * taking its reference), never freed memory.
+ *
+ * Where a registration is (changed under the module lock):
+ *   valid      INDEXED and, unless PERSIST, on the CLOCK list
+ *   invalid    out of the index; while in use on the in_use list; once
  *              unused, deregistered at once or, when the release came from
  *              inside the allocator, pushed on the deferred stack
- *   bypass     never in the tree; on the in_use list until released
- * ref_count and flags change only under the lock.  The lock is never held
- * across register_mem, deregister_mem, malloc or free, so a release hook
- * that fires inside the allocator may take it without deadlock.
+ *   bypass     never indexed; on the in_use list until released
+ * The lock is never held across register_mem, deregister_mem, malloc or
+ * free, so a release hook that fires inside the allocator may take it
+ * without deadlock.  A release event that overlaps no registration takes
+ * no lock (mca_rcache_base_pgindex_might_overlap).
  */
 #ifndef OPAL_MCA_RCACHE_GRDMA_RCACHE_GRDMA_H
 #define OPAL_MCA_RCACHE_GRDMA_RCACHE_GRDMA_H
@@ -25,7 +40,7 @@
 /* Internal registration flags (above the public ones). */
 enum {
     MCA_RCACHE_GRDMA_REGISTERING = 0x0100, /* register_mem running: not a hit yet */
-    MCA_RCACHE_GRDMA_IN_TREE = 0x0200,
+    MCA_RCACHE_GRDMA_INDEXED = 0x0200,
     MCA_RCACHE_GRDMA_ON_LRU = 0x0400,
     MCA_RCACHE_GRDMA_ON_IN_USE = 0x0800,
     MCA_RCACHE_GRDMA_RECENT = 0x1000,      /* hit since eviction last looked */
@@ -38,16 +53,10 @@ typedef struct mca_rcache_grdma_module_t {
     bool leave_pinned;
     size_t max_bytes, max_entries; /* 0: no limit */
     pthread_mutex_t lock;
-    opal_interval_tree_t tree;
-    /*
-     * The same registrations hashed by base page: the fast path for the
-     * common hit (the same buffer again).  Grown outside the lock.
-     */
-    mca_rcache_base_registration_t **hash;
-    size_t hash_buckets;           /* a power of two */
+    mca_rcache_base_pgindex_t index; /* grown outside the lock */
     opal_list_t lru;               /* CLOCK order: next to consider first */
     opal_list_t in_use;
-    size_t cached_bytes, cached_entries; /* registrations in the tree */
+    size_t cached_bytes, cached_entries; /* registrations in the index */
     uint32_t fork_gen;             /* generation of the registrations it holds */
     /*
      * Lock-free stack of registrations to deregister at the next call:
@@ -55,6 +64,12 @@ typedef struct mca_rcache_grdma_module_t {
      * drain, so there is no ABA.
      */
     mca_rcache_base_registration_t *deferred;
+    /*
+     * Released registrations kept for reuse (type-stable memory): pushed
+     * lock-free, popped only under the lock, so a pop never meets ABA.
+     */
+    mca_rcache_base_registration_t *spare;
+    void *slabs; /* the memory of all registrations, freed at destroy */
 } mca_rcache_grdma_module_t;
 
 extern mca_rcache_base_component_t mca_rcache_grdma_component;

@@ -11,6 +11,7 @@
 #include "opal_config.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -19,109 +20,83 @@
 
 typedef mca_rcache_base_registration_t reg_t;
 typedef mca_rcache_grdma_module_t grdma_t;
+typedef mca_rcache_base_pgindex_node_t node_t;
 
-#define REG_OF_NODE(n) ((reg_t *) ((char *) (n) - offsetof(reg_t, reg_vma)))
+#define REG_OF_NODE(n) ((reg_t *) ((char *) (n) - offsetof(reg_t, reg_index)))
 #define REG_OF_ITEM(i) ((reg_t *) ((char *) (i) - offsetof(reg_t, reg_list)))
 
 static uintptr_t page_size;
+static unsigned page_shift;
 
 static inline size_t reg_size(const reg_t *reg)
 {
     return (size_t)(reg->bound - reg->base) + 1;
 }
 
-/* Flags are written under the lock; atomic stores let callers peek without it. */
-static inline void set_flags(reg_t *reg, uint32_t set, uint32_t clear)
+/* The state word: ref_count and flags as one 64-bit value (the layout of the union in rcache.h). */
+typedef union {
+    struct {
+        int32_t count;
+        uint32_t flags;
+    } s;
+    uint64_t w;
+} state_t;
+
+static inline state_t state_load(const reg_t *reg)
 {
-    __atomic_store_n(&reg->flags, (reg->flags | set) & ~clear, __ATOMIC_RELEASE);
+    state_t st;
+    st.w = __atomic_load_n(&reg->reg_state, __ATOMIC_ACQUIRE);
+    return st;
 }
 
-/* Fibonacci hashing: the TOP bits of the product spread consecutive pages. */
-static inline size_t hash_of(const grdma_t *m, uintptr_t base)
+static inline void state_store(reg_t *reg, int32_t count, uint32_t flags)
 {
-    return (size_t)(((uint64_t)(base / page_size) * 0x9e3779b97f4a7c15ull)
-                    >> (64 - __builtin_ctzl(m->hash_buckets)));
+    state_t st = {.s = {count, flags}};
+    __atomic_store_n(&reg->reg_state, st.w, __ATOMIC_RELEASE);
 }
 
-static void hash_insert(grdma_t *m, reg_t *reg)
+/* On failure *old is reloaded. */
+static inline bool state_cas(reg_t *reg, state_t *old, state_t new_state)
 {
-    reg_t **head = &m->hash[hash_of(m, (uintptr_t) reg->base)];
-    reg->reg_hash_next = *head;
-    *head = reg;
+    return __atomic_compare_exchange_n(&reg->reg_state, &old->w, new_state.w, false,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
-static void hash_remove(grdma_t *m, reg_t *reg)
+static inline uint64_t flag_bits(uint32_t flags)
 {
-    reg_t **pp = &m->hash[hash_of(m, (uintptr_t) reg->base)];
-    while (*pp != reg) {
-        pp = &(*pp)->reg_hash_next;
-    }
-    *pp = reg->reg_hash_next;
+    state_t st = {.s = {0, flags}};
+    return st.w;
 }
 
-/* Index a new registration (lock held). */
-static void index_insert(grdma_t *m, reg_t *reg)
+/* Flags change atomically: lock-free hits and drops update the same word. */
+static inline state_t set_flags(reg_t *reg, uint32_t set, uint32_t clear)
 {
-    opal_interval_tree_insert(&m->tree, &reg->reg_vma, (uintptr_t) reg->base, (uintptr_t) reg->bound);
-    hash_insert(m, reg);
-    reg->flags |= MCA_RCACHE_GRDMA_IN_TREE;
-    if (!(reg->flags & MCA_RCACHE_FLAGS_PERSIST)) {
-        opal_list_append(&m->lru, &reg->reg_list);
-        reg->flags |= MCA_RCACHE_GRDMA_ON_LRU;
+    state_t old = {.w = 0};
+    if (set) {
+        old.w = __atomic_fetch_or(&reg->reg_state, flag_bits(set), __ATOMIC_ACQ_REL);
     }
-    m->cached_bytes += reg_size(reg);
-    __atomic_store_n(&m->cached_entries, m->cached_entries + 1, __ATOMIC_RELAXED);
+    if (clear) {
+        old.w = __atomic_fetch_and(&reg->reg_state, ~flag_bits(clear), __ATOMIC_ACQ_REL);
+    }
+    return old;
 }
 
-/*
- * Keep about one registration per bucket.  The new table is allocated with
- * the lock dropped (a release hook may be waiting for it inside the
- * allocator) and filled under it.
- */
-static void hash_grow(grdma_t *m)
+/* A registration may be handed out: indexed, registered and not invalidated. */
+static inline bool state_valid(uint32_t flags)
 {
-    size_t want = m->hash_buckets * 2;
-    if (__atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED) <= m->hash_buckets) {
-        return;
-    }
-    reg_t **fresh = calloc(want, sizeof(*fresh));
-    if (NULL == fresh) {
-        return; /* longer chains, still correct */
-    }
-    pthread_mutex_lock(&m->lock);
-    reg_t **old = m->hash;
-    size_t old_buckets = m->hash_buckets;
-    if (old_buckets * 2 == want) {
-        m->hash = fresh;
-        m->hash_buckets = want;
-        for (size_t b = 0; b < old_buckets; b++) {
-            for (reg_t *r = old[b], *next; r; r = next) {
-                next = r->reg_hash_next;
-                hash_insert(m, r);
-            }
-        }
-    } else {
-        old = fresh; /* another thread grew it meanwhile */
-    }
-    pthread_mutex_unlock(&m->lock);
-    free(old);
+    return (flags & (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_FLAGS_INVALID | MCA_RCACHE_GRDMA_REGISTERING))
+           == MCA_RCACHE_GRDMA_INDEXED;
 }
 
-/* Take reg out of the tree and off its list (lock held). */
-static void unlink_reg(grdma_t *m, reg_t *reg)
+/* It stays cached when its last reference is dropped. */
+static inline bool state_keep(const grdma_t *m, uint32_t flags)
 {
-    if (reg->flags & MCA_RCACHE_GRDMA_IN_TREE) {
-        opal_interval_tree_remove(&m->tree, &reg->reg_vma);
-        hash_remove(m, reg);
-        m->cached_bytes -= reg_size(reg);
-        __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
-    }
-    if (reg->flags & MCA_RCACHE_GRDMA_ON_LRU) {
-        opal_list_remove_item(&m->lru, &reg->reg_list);
-    } else if (reg->flags & MCA_RCACHE_GRDMA_ON_IN_USE) {
-        opal_list_remove_item(&m->in_use, &reg->reg_list);
-    }
-    set_flags(reg, 0, MCA_RCACHE_GRDMA_IN_TREE | MCA_RCACHE_GRDMA_ON_LRU | MCA_RCACHE_GRDMA_ON_IN_USE);
+    return state_valid(flags) && (m->leave_pinned || (flags & MCA_RCACHE_FLAGS_PERSIST));
+}
+
+static inline uintptr_t page_of(const void *addr)
+{
+    return (uintptr_t) addr >> page_shift;
 }
 
 static inline void chain_push(reg_t **chain, reg_t *reg)
@@ -130,34 +105,109 @@ static inline void chain_push(reg_t **chain, reg_t *reg)
     *chain = reg;
 }
 
+/* Lock-free push of a chain [first..last] on a stack that is popped only under the lock or whole. */
+static void stack_push(reg_t **stack, reg_t *first, reg_t *last)
+{
+    reg_t *head = __atomic_load_n(stack, __ATOMIC_RELAXED);
+    do {
+        last->reg_deferred_next = head;
+    } while (!__atomic_compare_exchange_n(stack, &head, first, true, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+}
+
+/* A spare registration or NULL (lock held: the only popper, so no ABA). */
+static reg_t *spare_pop_locked(grdma_t *m)
+{
+    reg_t *head = __atomic_load_n(&m->spare, __ATOMIC_ACQUIRE);
+    while (head && !__atomic_compare_exchange_n(&m->spare, &head, head->reg_deferred_next, true,
+                                                __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+    }
+    return head;
+}
+
+/* Index a new registration (lock held). */
+static void index_insert(grdma_t *m, reg_t *reg)
+{
+    mca_rcache_base_pgindex_insert(&m->index, &reg->reg_index, page_of(reg->base),
+                                   page_of(reg->bound));
+    uint32_t flags = MCA_RCACHE_GRDMA_INDEXED;
+    if (!(reg->flags & MCA_RCACHE_FLAGS_PERSIST)) {
+        opal_list_append(&m->lru, &reg->reg_list);
+        flags |= MCA_RCACHE_GRDMA_ON_LRU;
+    }
+    set_flags(reg, flags, 0);
+    m->cached_bytes += reg_size(reg);
+    __atomic_store_n(&m->cached_entries, m->cached_entries + 1, __ATOMIC_RELAXED);
+}
+
 /*
- * Make reg invalid: never found again.  An unused one is unlinked and
- * chained for deregistration; one in use waits on the in_use list for its
- * last reference (lock held).
+ * Keep about one registration per bucket.  The new table is allocated with
+ * the lock dropped (a release hook may be waiting for it inside the
+ * allocator) and installed under it.
+ */
+static void index_grow(grdma_t *m)
+{
+    size_t want = mca_rcache_base_pgindex_wanted(&m->index);
+    mca_rcache_base_pgindex_table_t *fresh = want ? mca_rcache_base_pgindex_table_new(want) : NULL;
+    if (NULL == fresh) {
+        return; /* longer chains, still correct */
+    }
+    pthread_mutex_lock(&m->lock);
+    fresh = mca_rcache_base_pgindex_rehash(&m->index, fresh);
+    pthread_mutex_unlock(&m->lock);
+    free(fresh);
+}
+
+/* Take reg out of the index and off its list (lock held). */
+static void unlink_reg(grdma_t *m, reg_t *reg)
+{
+    uint32_t f = reg->flags; /* these bits change only under the lock */
+    if (f & MCA_RCACHE_GRDMA_INDEXED) {
+        mca_rcache_base_pgindex_remove(&m->index, &reg->reg_index);
+        m->cached_bytes -= reg_size(reg);
+        __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
+    }
+    if (f & MCA_RCACHE_GRDMA_ON_LRU) {
+        opal_list_remove_item(&m->lru, &reg->reg_list);
+    } else if (f & MCA_RCACHE_GRDMA_ON_IN_USE) {
+        opal_list_remove_item(&m->in_use, &reg->reg_list);
+    }
+    set_flags(reg, 0, MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_ON_LRU | MCA_RCACHE_GRDMA_ON_IN_USE);
+}
+
+/*
+ * Make reg invalid: never handed out again.  Setting INVALID and reading
+ * the count is one atomic step, so no hit slips in between.  An unused one
+ * is unlinked and chained for deregistration; one in use waits on the
+ * in_use list for its last reference (lock held).
  */
 static void invalidate_locked(grdma_t *m, reg_t *reg, reg_t **release)
 {
-    set_flags(reg, MCA_RCACHE_FLAGS_INVALID, 0);
-    if (reg->ref_count > 0) {
-        if (!(reg->flags & MCA_RCACHE_GRDMA_ON_IN_USE)) {
-            unlink_reg(m, reg);
-            opal_list_append(&m->in_use, &reg->reg_list);
-            set_flags(reg, MCA_RCACHE_GRDMA_ON_IN_USE, 0);
-        }
-        return;
+    state_t old = set_flags(reg, MCA_RCACHE_FLAGS_INVALID, 0);
+    if (old.s.flags & MCA_RCACHE_FLAGS_INVALID) {
+        return; /* already handled */
     }
     unlink_reg(m, reg);
-    chain_push(release, reg);
+    if (old.s.count > 0) {
+        opal_list_append(&m->in_use, &reg->reg_list);
+        set_flags(reg, MCA_RCACHE_GRDMA_ON_IN_USE, 0);
+    } else {
+        chain_push(release, reg);
+    }
 }
 
-/* Deregister and free (lock NOT held).  The parent's pins are not ours after fork. */
+/*
+ * Deregister (lock NOT held) and keep the memory for reuse.  The parent's
+ * pins are not ours after fork.
+ */
 static void release_reg(grdma_t *m, reg_t *reg)
 {
     if (reg->reg_fork_gen == __atomic_load_n(&mca_rcache_base_fork_gen, __ATOMIC_ACQUIRE)) {
         m->resources.deregister_mem(m->resources.reg_data, reg);
     }
     mca_rcache_base_frames_release(reg);
-    free(reg);
+    state_store(reg, 0, 0);
+    stack_push(&m->spare, reg, reg);
 }
 
 static void release_chain(grdma_t *m, reg_t *chain)
@@ -179,14 +229,10 @@ static void deferred_push(grdma_t *m, reg_t *chain)
     while (last->reg_deferred_next) {
         last = last->reg_deferred_next;
     }
-    reg_t *head = __atomic_load_n(&m->deferred, __ATOMIC_RELAXED);
-    do {
-        last->reg_deferred_next = head;
-    } while (!__atomic_compare_exchange_n(&m->deferred, &head, chain, true, __ATOMIC_RELEASE,
-                                          __ATOMIC_RELAXED));
+    stack_push(&m->deferred, chain, last);
 }
 
-static int collect_cb(opal_interval_tree_node_t *node, void *ctx)
+static int collect_cb(node_t *node, void *ctx)
 {
     chain_push((reg_t **) ctx, REG_OF_NODE(node));
     return 0;
@@ -197,8 +243,9 @@ static void invalidate_overlapping_locked(grdma_t *m, uintptr_t low, uintptr_t h
                                           reg_t **release)
 {
     reg_t *hits = NULL;
-    /* Collect first: the tree must not change under the walk. */
-    opal_interval_tree_overlapping(&m->tree, low, high, collect_cb, &hits);
+    /* Collect first: the index must not change under the walk. */
+    mca_rcache_base_pgindex_overlapping(&m->index, low >> page_shift, high >> page_shift,
+                                        collect_cb, &hits);
     while (hits) {
         reg_t *next = hits->reg_deferred_next;
         invalidate_locked(m, hits, release);
@@ -233,16 +280,22 @@ static inline void grdma_progress(grdma_t *m)
 
 /*
  * CLOCK: the next unused registration not hit since the last look, which
- * is unlinked and chained on *release; registrations in use or recently
+ * is invalidated and chained on *release; registrations in use or recently
  * hit get a second chance at the back.  False when none can go (lock held).
  */
 static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
     for (size_t n = 2 * opal_list_get_size(&m->lru); n > 0; n--) {
         reg_t *reg = REG_OF_ITEM(opal_list_get_first(&m->lru));
-        if (0 == reg->ref_count && !(reg->flags & MCA_RCACHE_GRDMA_RECENT)) {
-            invalidate_locked(m, reg, release);
-            return true;
+        state_t st = state_load(reg);
+        /* Unused and not recent: invalid only if no hit took it meanwhile (the CAS). */
+        while (0 == st.s.count && !(st.s.flags & MCA_RCACHE_GRDMA_RECENT)) {
+            state_t inv = {.s = {0, st.s.flags | MCA_RCACHE_FLAGS_INVALID}};
+            if (state_cas(reg, &st, inv)) {
+                unlink_reg(m, reg);
+                chain_push(release, reg);
+                return true;
+            }
         }
         set_flags(reg, 0, MCA_RCACHE_GRDMA_RECENT);
         opal_list_remove_item(&m->lru, &reg->reg_list);
@@ -251,13 +304,17 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
     return false;
 }
 
+static inline bool over_limits(const grdma_t *m, size_t add_entries, size_t add_bytes)
+{
+    return (m->max_entries && m->cached_entries + add_entries > m->max_entries)
+           || (m->max_bytes && m->cached_bytes + add_bytes > m->max_bytes);
+}
+
 /* Evict until adding this much fits, as far as unused registrations allow (lock held). */
 static void evict_for_limits_locked(grdma_t *m, size_t add_entries, size_t add_bytes,
                                     reg_t **release)
 {
-    while (((m->max_entries && m->cached_entries + add_entries > m->max_entries)
-            || (m->max_bytes && m->cached_bytes + add_bytes > m->max_bytes))
-           && evict_next_locked(m, release)) {
+    while (over_limits(m, add_entries, add_bytes) && evict_next_locked(m, release)) {
     }
 }
 
@@ -272,52 +329,180 @@ static bool evict_one(grdma_t *m)
     return NULL != release;
 }
 
-/* Take a reference (lock held); the registration stays where it is on the CLOCK list. */
-static inline void take_ref_locked(reg_t *reg)
+/*
+ * Take a reference if reg may be handed out; marks it RECENT in the same
+ * step.  No lock needed: the CAS fails if an invalidation got there first.
+ */
+static inline bool take_ref(reg_t *reg)
 {
-    reg->ref_count++;
-    if (!(reg->flags & MCA_RCACHE_GRDMA_RECENT)) {
-        set_flags(reg, MCA_RCACHE_GRDMA_RECENT, 0);
+    state_t st = state_load(reg);
+    while (state_valid(st.s.flags) && st.s.count < INT32_MAX) {
+        state_t ref = {.s = {st.s.count + 1, st.s.flags | MCA_RCACHE_GRDMA_RECENT}};
+        if (state_cas(reg, &st, ref)) {
+            return true;
+        }
     }
+    return false;
 }
 
+static int drop_ref(grdma_t *m, reg_t *reg);
+
 struct lookup {
+    grdma_t *m;
+    uintptr_t base, bound;
     int32_t access;
-    reg_t *hit;  /* valid, covers, has the access asked */
-    reg_t *grow; /* valid, covers, lacks some access */
+    reg_t *hit;  /* valid, covers, has the access asked; referenced */
+    reg_t *grow; /* valid, covers, lacks some access (under the lock only) */
 };
 
-/* Consider a registration that covers the range: 1 when it is a hit. */
-static inline int lookup_consider(struct lookup *l, reg_t *reg)
+/*
+ * A candidate from the index.  Without the lock it may have been released
+ * and recycled for another range since the index walk saw it: the fields
+ * are trusted only once a reference pins it, and checked again then.
+ */
+static inline int lookup_cb(node_t *node, void *ctx)
 {
-    if (reg->flags & MCA_RCACHE_GRDMA_REGISTERING) {
+    struct lookup *l = ctx;
+    reg_t *reg = REG_OF_NODE(node);
+    if ((uintptr_t) reg->base > l->base || (uintptr_t) reg->bound < l->bound) {
+        return 0; /* the index leaves the check to us: these fields share the hit's cache line */
+    }
+    if ((reg->access_flags & l->access) != l->access) {
+        if (NULL == l->grow && state_valid(state_load(reg).s.flags)) {
+            l->grow = reg;
+        }
         return 0;
     }
-    if ((reg->access_flags & l->access) == l->access) {
+    if (!take_ref(reg)) {
+        return 0;
+    }
+    if ((uintptr_t) reg->base <= l->base && (uintptr_t) reg->bound >= l->bound
+        && (reg->access_flags & l->access) == l->access) {
         l->hit = reg;
         return 1;
     }
-    if (NULL == l->grow) {
-        l->grow = reg;
-    }
+    drop_ref(l->m, reg); /* recycled meanwhile (never happens under the lock) */
     return 0;
 }
 
-static int lookup_cb(opal_interval_tree_node_t *node, void *ctx)
+/* A covering registration with the access asked, referenced, in l->hit. */
+static inline __attribute__((always_inline)) void lookup(grdma_t *m, struct lookup *l)
 {
-    return lookup_consider(ctx, REG_OF_NODE(node));
+    mca_rcache_base_pgindex_covering(&m->index, l->base >> page_shift, l->bound >> page_shift,
+                                     lookup_cb, l);
 }
 
-/* A covering registration: first those starting at the same page (hash), then the tree. */
-static void lookup_locked(grdma_t *m, uintptr_t base, uintptr_t bound, struct lookup *l)
+/* The last reference of a registration that must go (or may have to): under the lock. */
+static int drop_last_locked(grdma_t *m, reg_t *reg)
 {
-    for (reg_t *r = m->hash[hash_of(m, base)]; r; r = r->reg_hash_next) {
-        if ((uintptr_t) r->base == base && (uintptr_t) r->bound >= bound
-            && lookup_consider(l, r)) {
-            return;
+    reg_t *release = NULL;
+    int rc = OPAL_SUCCESS;
+    pthread_mutex_lock(&m->lock);
+    state_t st = state_load(reg), dropped;
+    do {
+        if (st.s.count <= 0) {
+            rc = OPAL_ERR_BAD_PARAM;
+            break;
+        }
+        dropped = st;
+        dropped.s.count--;
+        if (0 == dropped.s.count && !state_keep(m, st.s.flags)) {
+            dropped.s.flags |= MCA_RCACHE_FLAGS_INVALID;
+        }
+    } while (!state_cas(reg, &st, dropped));
+    if (OPAL_SUCCESS == rc && 0 == dropped.s.count) {
+        if (dropped.s.flags & MCA_RCACHE_FLAGS_INVALID) {
+            unlink_reg(m, reg);
+            chain_push(&release, reg);
+        } else {
+            evict_for_limits_locked(m, 0, 0, &release);
         }
     }
-    opal_interval_tree_covering(&m->tree, base, bound, lookup_cb, l);
+    pthread_mutex_unlock(&m->lock);
+    release_chain(m, release);
+    return rc;
+}
+
+/* Drop a reference: one CAS unless it is the last and the registration must go. */
+static int drop_ref(grdma_t *m, reg_t *reg)
+{
+    state_t st = state_load(reg);
+    for (;;) {
+        if (st.s.count <= 0) {
+            return OPAL_ERR_BAD_PARAM;
+        }
+        if (1 == st.s.count && !state_keep(m, st.s.flags)) {
+            return drop_last_locked(m, reg);
+        }
+        state_t dropped = st;
+        dropped.s.count--;
+        if (state_cas(reg, &st, dropped)) {
+            break;
+        }
+    }
+    if (1 == st.s.count && over_limits(m, 0, 0)) {
+        /* Now unused: the limits may evict it or an older one. */
+        reg_t *release = NULL;
+        pthread_mutex_lock(&m->lock);
+        evict_for_limits_locked(m, 0, 0, &release);
+        pthread_mutex_unlock(&m->lock);
+        release_chain(m, release);
+    }
+    return OPAL_SUCCESS;
+}
+
+static inline void page_range(const void *addr, size_t size, uintptr_t *base, uintptr_t *bound)
+{
+    *base = (uintptr_t) addr & ~(page_size - 1);
+    *bound = (((uintptr_t) addr + (size ? size : 1) + page_size - 1) & ~(page_size - 1)) - 1;
+}
+
+/*
+ * Registrations are carved from slabs of SLAB_REGS, each one aligned to a
+ * cache line so that what a hit touches (the public fields, the state word,
+ * the index link and key) is one line.  Slabs are freed at destroy.
+ */
+#define SLAB_REGS 32
+#define CACHE_LINE 64
+
+static inline size_t reg_stride(const grdma_t *m)
+{
+    return (m->resources.sizeof_reg + CACHE_LINE - 1) & ~(size_t) (CACHE_LINE - 1);
+}
+
+/* A new slab (lock NOT held): one registration returned, the others made spare. */
+static reg_t *slab_alloc(grdma_t *m)
+{
+    size_t stride = reg_stride(m);
+    char *slab = aligned_alloc(CACHE_LINE, CACHE_LINE + SLAB_REGS * stride);
+    if (NULL == slab) {
+        return NULL;
+    }
+    memset(slab, 0, CACHE_LINE + SLAB_REGS * stride);
+    void *head = __atomic_load_n(&m->slabs, __ATOMIC_RELAXED);
+    do {
+        *(void **) slab = head; /* the slab's first line links the slabs */
+    } while (!__atomic_compare_exchange_n(&m->slabs, &head, slab, true, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+    reg_t *first = (reg_t *) (slab + CACHE_LINE + stride), *last = first;
+    for (size_t i = 2; i < SLAB_REGS; i++) {
+        last->reg_deferred_next = (reg_t *) (slab + CACHE_LINE + i * stride);
+        last = last->reg_deferred_next;
+    }
+    stack_push(&m->spare, first, last);
+    return (reg_t *) (slab + CACHE_LINE);
+}
+
+/* A fresh registration: a spare one (popped under the lock) or from a new slab. */
+static reg_t *reg_alloc(grdma_t *m, reg_t *spare)
+{
+    if (NULL == spare) {
+        return slab_alloc(m);
+    }
+    /* Not the header: a stale lock-free reader may still be looking at its state word. */
+    memset((char *) spare + sizeof(reg_t), 0, m->resources.sizeof_reg - sizeof(reg_t));
+    spare->reg_frames = NULL;
+    return spare;
 }
 
 static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size,
@@ -329,37 +514,46 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
     }
     *reg_out = NULL;
     grdma_progress(m);
-    uintptr_t base = (uintptr_t) addr & ~(page_size - 1);
-    uintptr_t bound = (((uintptr_t) addr + (size ? size : 1) + page_size - 1) & ~(page_size - 1)) - 1;
+    uintptr_t base, bound;
+    page_range(addr, size, &base, &bound);
     bool bypass = flags & MCA_RCACHE_FLAGS_CACHE_BYPASS;
-    reg_t *release = NULL;
+    struct lookup l = {.m = m, .base = base, .bound = bound, .access = access_flags};
+    reg_t *release = NULL, *spare = NULL;
 
-    pthread_mutex_lock(&m->lock);
     if (!bypass) {
-        struct lookup l = {.access = access_flags};
-        lookup_locked(m, base, bound, &l);
-        if (l.hit) {
-            take_ref_locked(l.hit);
-            pthread_mutex_unlock(&m->lock);
-            if (mca_rcache_base_verify_frames) {
-                mca_rcache_base_frames_check(l.hit, "rcache_register");
-            }
-            *reg_out = l.hit;
-            return OPAL_SUCCESS;
-        }
-        if (l.grow) {
-            /* Replace it with one covering both ranges with both sets of access. */
-            base = base < (uintptr_t) l.grow->base ? base : (uintptr_t) l.grow->base;
-            bound = bound > (uintptr_t) l.grow->bound ? bound : (uintptr_t) l.grow->bound;
-            access_flags |= l.grow->access_flags;
-            invalidate_locked(m, l.grow, &release);
-        }
-        evict_for_limits_locked(m, 1, bound - base + 1, &release);
+        lookup(m, &l); /* the lock-free hit */
+        l.grow = NULL; /* decided under the lock only */
     }
-    pthread_mutex_unlock(&m->lock);
-    release_chain(m, release);
+    if (NULL == l.hit) {
+        pthread_mutex_lock(&m->lock);
+        if (!bypass) {
+            lookup(m, &l);
+        }
+        if (NULL == l.hit) {
+            if (l.grow) {
+                /* Replace it with one covering both ranges with both sets of access. */
+                base = base < (uintptr_t) l.grow->base ? base : (uintptr_t) l.grow->base;
+                bound = bound > (uintptr_t) l.grow->bound ? bound : (uintptr_t) l.grow->bound;
+                access_flags |= l.grow->access_flags;
+                invalidate_locked(m, l.grow, &release);
+            }
+            if (!bypass) {
+                evict_for_limits_locked(m, 1, bound - base + 1, &release);
+            }
+            spare = spare_pop_locked(m);
+        }
+        pthread_mutex_unlock(&m->lock);
+        release_chain(m, release);
+    }
+    if (l.hit) {
+        if (mca_rcache_base_verify_frames) {
+            mca_rcache_base_frames_check(l.hit, "rcache_register");
+        }
+        *reg_out = l.hit;
+        return OPAL_SUCCESS;
+    }
 
-    reg_t *reg = calloc(1, m->resources.sizeof_reg);
+    reg_t *reg = reg_alloc(m, spare);
     if (NULL == reg) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -367,11 +561,12 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
     reg->base = (unsigned char *) base;
     reg->bound = (unsigned char *) bound;
     reg->alloc_base = addr;
-    reg->ref_count = 1;
-    reg->flags = (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST))
-                 | MCA_RCACHE_GRDMA_REGISTERING;
     reg->access_flags = access_flags;
     reg->reg_fork_gen = m->fork_gen;
+    reg->reg_deferred_next = NULL;
+    state_store(reg, 1,
+                (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST))
+                    | MCA_RCACHE_GRDMA_REGISTERING);
 
     /*
      * Visible (but never a hit) while register_mem runs, so that a release
@@ -380,12 +575,12 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
     pthread_mutex_lock(&m->lock);
     if (bypass) {
         opal_list_append(&m->in_use, &reg->reg_list);
-        reg->flags |= MCA_RCACHE_GRDMA_ON_IN_USE;
+        set_flags(reg, MCA_RCACHE_GRDMA_ON_IN_USE, 0);
     } else {
         index_insert(m, reg);
     }
     pthread_mutex_unlock(&m->lock);
-    hash_grow(m);
+    index_grow(m);
 
     int rc;
     do {
@@ -398,11 +593,13 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
     pthread_mutex_lock(&m->lock);
     if (OPAL_SUCCESS != rc) {
         unlink_reg(m, reg);
+        state_store(reg, 0, 0);
+    } else {
+        set_flags(reg, 0, MCA_RCACHE_GRDMA_REGISTERING);
     }
-    set_flags(reg, 0, MCA_RCACHE_GRDMA_REGISTERING);
     pthread_mutex_unlock(&m->lock);
     if (OPAL_SUCCESS != rc) {
-        free(reg);
+        stack_push(&m->spare, reg, reg);
         return rc;
     }
     *reg_out = reg;
@@ -416,15 +613,15 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
         return OPAL_ERR_BAD_PARAM;
     }
     grdma_progress(m);
-    uintptr_t base = (uintptr_t) addr & ~(page_size - 1);
-    uintptr_t bound = (((uintptr_t) addr + (size ? size : 1) + page_size - 1) & ~(page_size - 1)) - 1;
-    struct lookup l = {.access = 0};
-    pthread_mutex_lock(&m->lock);
-    lookup_locked(m, base, bound, &l);
-    if (l.hit) {
-        take_ref_locked(l.hit);
+    struct lookup l = {.m = m, .access = 0};
+    page_range(addr, size, &l.base, &l.bound);
+    lookup(m, &l);
+    if (NULL == l.hit) {
+        /* Lock-free lookups may miss a registration that moved meanwhile: ask again, exactly. */
+        pthread_mutex_lock(&m->lock);
+        lookup(m, &l);
+        pthread_mutex_unlock(&m->lock);
     }
-    pthread_mutex_unlock(&m->lock);
     if (l.hit && mca_rcache_base_verify_frames) {
         mca_rcache_base_frames_check(l.hit, "rcache_find");
     }
@@ -435,31 +632,11 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
 static int grdma_deregister(mca_rcache_base_module_t *rcache, reg_t *reg)
 {
     grdma_t *m = (grdma_t *) rcache;
-    reg_t *release = NULL;
     if (NULL == reg || reg->rcache != rcache) {
         return OPAL_ERR_BAD_PARAM;
     }
     grdma_progress(m);
-    pthread_mutex_lock(&m->lock);
-    if (reg->ref_count <= 0) {
-        pthread_mutex_unlock(&m->lock);
-        return OPAL_ERR_BAD_PARAM;
-    }
-    if (0 == --reg->ref_count) {
-        uint32_t f = reg->flags;
-        bool keep = !(f & (MCA_RCACHE_FLAGS_INVALID | MCA_RCACHE_FLAGS_CACHE_BYPASS))
-                    && (m->leave_pinned || (f & MCA_RCACHE_FLAGS_PERSIST));
-        if (!keep) {
-            set_flags(reg, MCA_RCACHE_FLAGS_INVALID, 0);
-            unlink_reg(m, reg);
-            chain_push(&release, reg);
-        } else {
-            evict_for_limits_locked(m, 0, 0, &release);
-        }
-    }
-    pthread_mutex_unlock(&m->lock);
-    release_chain(m, release);
-    return OPAL_SUCCESS;
+    return drop_ref(m, reg);
 }
 
 static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, size_t size)
@@ -481,21 +658,25 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
  * The release hook: runs before the pages go, possibly inside the
  * allocator.  Invalidation is immediate; deregistration is deferred when
  * from_alloc (deregister_mem and free may need the allocator's lock).
+ * Pages that no registration touches cost a few lock-free probes.
  */
 static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t size,
                           bool from_alloc)
 {
     grdma_t *m = (grdma_t *) rcache;
     reg_t *release = NULL;
-    if (0 == size || 0 == __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED)) {
-        /*
-         * Nothing cached.  A registration inserted concurrently races with
-         * the release of its own pages: the caller's bug, not ours to catch.
-         */
+    uintptr_t low = (uintptr_t) addr, high = low + size - 1;
+    /*
+     * A registration inserted concurrently with the release of its own
+     * pages is the caller's race, not ours to catch.
+     */
+    if (0 == size || 0 == __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED)
+        || !mca_rcache_base_pgindex_might_overlap(&m->index, low >> page_shift,
+                                                  high >> page_shift)) {
         return;
     }
     pthread_mutex_lock(&m->lock);
-    invalidate_overlapping_locked(m, (uintptr_t) addr, (uintptr_t) addr + size - 1, &release);
+    invalidate_overlapping_locked(m, low, high, &release);
     pthread_mutex_unlock(&m->lock);
     if (from_alloc) {
         deferred_push(m, release);
@@ -533,8 +714,12 @@ static void grdma_finalize(mca_rcache_base_module_t *rcache)
     pthread_mutex_unlock(&m->lock);
     release_chain(m, release);
     release_chain(m, __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE));
+    for (void *slab = m->slabs, *next; slab; slab = next) {
+        next = *(void **) slab;
+        free(slab);
+    }
     pthread_mutex_destroy(&m->lock);
-    free(m->hash);
+    mca_rcache_base_pgindex_fini(&m->index);
     free(m);
 }
 
@@ -542,15 +727,12 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     void *user_data, const mca_rcache_base_resources_t *resources, bool leave_pinned)
 {
     grdma_t *m = calloc(1, sizeof(*m));
-    if (m) {
-        m->hash_buckets = 256;
-        m->hash = calloc(m->hash_buckets, sizeof(*m->hash));
-    }
-    if (NULL == m || NULL == m->hash) {
+    if (NULL == m || OPAL_SUCCESS != mca_rcache_base_pgindex_init(&m->index)) {
         free(m);
         return NULL;
     }
     page_size = (uintptr_t) sysconf(_SC_PAGESIZE);
+    page_shift = (unsigned) __builtin_ctzl(page_size);
     m->super.rcache_register = grdma_register;
     m->super.rcache_find = grdma_find;
     m->super.rcache_deregister = grdma_deregister;
@@ -564,7 +746,6 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     m->max_bytes = mca_rcache_grdma_max_bytes;
     m->max_entries = mca_rcache_grdma_max_entries;
     pthread_mutex_init(&m->lock, NULL);
-    opal_interval_tree_init(&m->tree);
     opal_list_init(&m->lru);
     opal_list_init(&m->in_use);
     m->fork_gen = mca_rcache_base_fork_gen;

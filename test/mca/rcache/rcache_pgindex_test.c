@@ -1,0 +1,239 @@
+/*
+ * The page index against a brute-force oracle: random inserts and removes
+ * of ranges of every size class (one page to most of the space, nested,
+ * equal, crossing block boundaries, near page 0 and near the top), growth
+ * by rehash, and after each step queries compared: overlapping (every range
+ * exactly once), covering (candidates include every covering range) and
+ * might_overlap (never false when something overlaps; exact for short
+ * ranges).  Then lock-free readers against a writer: might_overlap must
+ * never miss a range that stays indexed while the writer churns others.
+ */
+#include "opal_config.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/constants.h"
+#include "opal/mca/rcache/base/rcache_base_pgindex.h"
+#include "test/support/test_util.h"
+
+#define N 3000
+#define STEPS 20000
+
+typedef mca_rcache_base_pgindex_node_t node_t;
+
+static node_t nodes[N];
+static bool present[N];
+static uintptr_t lo_of[N], hi_of[N];
+static mca_rcache_base_pgindex_t idx;
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Where ranges live: a dense window, plus a few far away (page 0, the top). */
+static uintptr_t random_page(void)
+{
+    switch (next_rand() % 8) {
+    case 0:
+        return next_rand() % 64;
+    case 1:
+        return ((uintptr_t) 1 << 52) - 1 - next_rand() % 64;
+    default:
+        return 0x7f0000000ull + next_rand() % 20000;
+    }
+}
+
+/* Spans skewed to small, with every class up to 2^20 pages present. */
+static uintptr_t random_span(void)
+{
+    unsigned bits = (unsigned) (next_rand() % 100 < 70 ? next_rand() % 4 : next_rand() % 21);
+    return 1 + next_rand() % ((uintptr_t) 1 << bits);
+}
+
+struct seen {
+    unsigned hits[N];
+    size_t count;
+};
+
+static int mark(node_t *n, void *ctx)
+{
+    struct seen *s = ctx;
+    s->hits[n - nodes]++;
+    s->count++;
+    return 0;
+}
+
+static void grow_if_wanted(void)
+{
+    size_t want = mca_rcache_base_pgindex_wanted(&idx);
+    if (want) {
+        mca_rcache_base_pgindex_table_t *t = mca_rcache_base_pgindex_table_new(want);
+        CHECK(NULL != t);
+        CHECK(NULL == mca_rcache_base_pgindex_rehash(&idx, t));
+        CHECK(0 == mca_rcache_base_pgindex_wanted(&idx));
+    }
+}
+
+static void check_queries(uintptr_t first, uintptr_t last)
+{
+    static struct seen s;
+    memset(&s, 0, sizeof(s));
+    mca_rcache_base_pgindex_overlapping(&idx, first, last, mark, &s);
+    bool any = false;
+    for (size_t i = 0; i < N; i++) {
+        bool overlaps = present[i] && lo_of[i] <= last && hi_of[i] >= first;
+        any = any || overlaps;
+        CHECK_MSG(s.hits[i] == (overlaps ? 1u : 0u),
+                  "overlapping [%#lx, %#lx]: range %zu [%#lx, %#lx] present %d visited %u times",
+                  (unsigned long) first, (unsigned long) last, i, (unsigned long) lo_of[i],
+                  (unsigned long) hi_of[i], present[i], s.hits[i]);
+    }
+    bool maybe = mca_rcache_base_pgindex_might_overlap(&idx, first, last);
+    CHECK_MSG(maybe || !any, "might_overlap [%#lx, %#lx] missed a range", (unsigned long) first,
+              (unsigned long) last);
+    if (last - first < 64) {
+        CHECK_MSG(maybe == any, "might_overlap [%#lx, %#lx]: %d, truth %d", (unsigned long) first,
+                  (unsigned long) last, maybe, any);
+    }
+
+    memset(&s, 0, sizeof(s));
+    mca_rcache_base_pgindex_covering(&idx, first, last, mark, &s);
+    for (size_t i = 0; i < N; i++) {
+        bool covers = present[i] && lo_of[i] <= first && hi_of[i] >= last;
+        CHECK_MSG(!covers || 1 == s.hits[i], "covering [%#lx, %#lx] missed range %zu",
+                  (unsigned long) first, (unsigned long) last, i);
+        CHECK_MSG(s.hits[i] <= 1 && (!s.hits[i] || present[i]),
+                  "covering visited range %zu %u times (present %d)", i, s.hits[i], present[i]);
+    }
+}
+
+static void oracle_test(void)
+{
+    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx));
+    size_t count = 0;
+    for (int step = 0; step < STEPS; step++) {
+        size_t i = next_rand() % N;
+        if (present[i]) {
+            mca_rcache_base_pgindex_remove(&idx, &nodes[i]);
+            present[i] = false;
+            count--;
+        } else {
+            /* Sometimes an exact copy of another range: equal ranges coexist. */
+            size_t j = next_rand() % N;
+            if (present[j] && 0 == next_rand() % 10) {
+                lo_of[i] = lo_of[j];
+                hi_of[i] = hi_of[j];
+            } else {
+                lo_of[i] = random_page();
+                uintptr_t span = random_span();
+                hi_of[i] = lo_of[i] + span - 1 < lo_of[i] ? UINTPTR_MAX : lo_of[i] + span - 1;
+            }
+            mca_rcache_base_pgindex_insert(&idx, &nodes[i], lo_of[i], hi_of[i]);
+            present[i] = true;
+            count++;
+            grow_if_wanted();
+        }
+        CHECK(mca_rcache_base_pgindex_size(&idx) == count);
+        /* A point, a short range, a long one, and sometimes all of it. */
+        uintptr_t p = random_page();
+        check_queries(p, p);
+        check_queries(p, p + random_span() - 1);
+        if (0 == step % 500) {
+            check_queries(p, p + ((uintptr_t) 1 << 24));
+            check_queries(0, UINTPTR_MAX >> 12);
+        }
+        if (test_failures > 20) {
+            break;
+        }
+    }
+    for (size_t i = 0; i < N; i++) {
+        if (present[i]) {
+            mca_rcache_base_pgindex_remove(&idx, &nodes[i]);
+            present[i] = false;
+        }
+    }
+    CHECK(0 == mca_rcache_base_pgindex_size(&idx) && 0 == idx.active);
+    check_queries(0, UINTPTR_MAX >> 12);
+    mca_rcache_base_pgindex_fini(&idx);
+}
+
+/*
+ * Lock-free readers: ranges 0..STABLE-1 stay indexed; a writer inserts and
+ * removes the others (in the same pages, so the same chains) and grows the
+ * table, under a lock the readers never take.
+ */
+#define STABLE 200
+#define READERS 2
+static pthread_mutex_t writer_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile int stop;
+static volatile unsigned long misses;
+
+static void *reader(void *arg)
+{
+    uint64_t x = (uint64_t) (uintptr_t) arg * 0x9e3779b97f4a7c15ull + 1;
+    while (!stop) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t i = x % STABLE;
+        uintptr_t p = lo_of[i] + (x >> 32) % (hi_of[i] - lo_of[i] + 1);
+        if (!mca_rcache_base_pgindex_might_overlap(&idx, p, p)) {
+            __atomic_add_fetch(&misses, 1, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+static void concurrent_test(void)
+{
+    memset(present, 0, sizeof(present));
+    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx));
+    for (size_t i = 0; i < N; i++) {
+        lo_of[i] = 0x7f0000000ull + next_rand() % 4000;
+        hi_of[i] = lo_of[i] + random_span() % 16;
+    }
+    for (size_t i = 0; i < STABLE; i++) {
+        mca_rcache_base_pgindex_insert(&idx, &nodes[i], lo_of[i], hi_of[i]);
+        present[i] = true;
+    }
+    pthread_t th[READERS];
+    for (size_t t = 0; t < READERS; t++) {
+        pthread_create(&th[t], NULL, reader, (void *) (t + 1));
+    }
+    for (int step = 0; step < 200000; step++) {
+        size_t i = STABLE + next_rand() % (N - STABLE);
+        size_t want = mca_rcache_base_pgindex_wanted(&idx);
+        mca_rcache_base_pgindex_table_t *t = want ? mca_rcache_base_pgindex_table_new(want) : NULL;
+        pthread_mutex_lock(&writer_lock);
+        if (t) {
+            t = mca_rcache_base_pgindex_rehash(&idx, t);
+        }
+        if (present[i]) {
+            mca_rcache_base_pgindex_remove(&idx, &nodes[i]);
+        } else {
+            mca_rcache_base_pgindex_insert(&idx, &nodes[i], lo_of[i], hi_of[i]);
+        }
+        present[i] = !present[i];
+        pthread_mutex_unlock(&writer_lock);
+        free(t);
+    }
+    stop = 1;
+    for (size_t t = 0; t < READERS; t++) {
+        pthread_join(th[t], NULL);
+    }
+    CHECK_MSG(0 == misses, "might_overlap missed an indexed range %lu times", misses);
+    mca_rcache_base_pgindex_fini(&idx);
+}
+
+int main(void)
+{
+    oracle_test();
+    concurrent_test();
+    return test_finish("rcache_pgindex_test");
+}
