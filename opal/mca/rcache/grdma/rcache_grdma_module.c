@@ -470,13 +470,13 @@ static inline size_t reg_stride(const grdma_t *m)
     return (m->resources.sizeof_reg + CACHE_LINE - 1) & ~(size_t) (CACHE_LINE - 1);
 }
 
-/* A new slab (lock NOT held): one registration returned, the others made spare. */
-static reg_t *slab_alloc(grdma_t *m)
+/* A new slab of spare registrations (lock NOT held); false if out of memory. */
+static bool slab_alloc(grdma_t *m)
 {
     size_t stride = reg_stride(m);
     char *slab = aligned_alloc(CACHE_LINE, CACHE_LINE + SLAB_REGS * stride);
     if (NULL == slab) {
-        return NULL;
+        return false;
     }
     memset(slab, 0, CACHE_LINE + SLAB_REGS * stride);
     void *head = __atomic_load_n(&m->slabs, __ATOMIC_RELAXED);
@@ -484,25 +484,51 @@ static reg_t *slab_alloc(grdma_t *m)
         *(void **) slab = head; /* the slab's first line links the slabs */
     } while (!__atomic_compare_exchange_n(&m->slabs, &head, slab, true, __ATOMIC_RELEASE,
                                           __ATOMIC_RELAXED));
-    reg_t *first = (reg_t *) (slab + CACHE_LINE + stride), *last = first;
-    for (size_t i = 2; i < SLAB_REGS; i++) {
+    reg_t *first = (reg_t *) (slab + CACHE_LINE), *last = first;
+    for (size_t i = 1; i < SLAB_REGS; i++) {
         last->reg_deferred_next = (reg_t *) (slab + CACHE_LINE + i * stride);
         last = last->reg_deferred_next;
     }
     stack_push(&m->spare, first, last);
-    return (reg_t *) (slab + CACHE_LINE);
+    return true;
 }
 
-/* A fresh registration: a spare one (popped under the lock) or from a new slab. */
-static reg_t *reg_alloc(grdma_t *m, reg_t *spare)
+/*
+ * A spare registration set up for [base, bound], referenced, REGISTERING,
+ * and linked (indexed, or on in_use for a bypass one); NULL when there is
+ * no spare (lock held).
+ */
+static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t bound,
+                             uint32_t flags, int32_t access_flags)
 {
-    if (NULL == spare) {
-        return slab_alloc(m);
+    reg_t *reg = spare_pop_locked(m);
+    if (NULL == reg) {
+        return NULL;
     }
     /* Not the header: a stale lock-free reader may still be looking at its state word. */
-    memset((char *) spare + sizeof(reg_t), 0, m->resources.sizeof_reg - sizeof(reg_t));
-    spare->reg_frames = NULL;
-    return spare;
+    memset((char *) reg + sizeof(reg_t), 0, m->resources.sizeof_reg - sizeof(reg_t));
+    reg->rcache = &m->super;
+    reg->base = (unsigned char *) base;
+    reg->bound = (unsigned char *) bound;
+    reg->alloc_base = addr;
+    reg->access_flags = access_flags;
+    reg->reg_fork_gen = m->fork_gen;
+    reg->reg_deferred_next = NULL;
+    reg->reg_frames = NULL;
+    state_store(reg, 1,
+                (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST))
+                    | MCA_RCACHE_GRDMA_REGISTERING);
+    /*
+     * Visible (but never a hit) while register_mem runs, so that a release
+     * of these pages during registration invalidates it.
+     */
+    if (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) {
+        opal_list_append(&m->in_use, &reg->reg_list);
+        set_flags(reg, MCA_RCACHE_GRDMA_ON_IN_USE, 0);
+    } else {
+        index_insert(m, reg);
+    }
+    return reg;
 }
 
 static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size,
@@ -518,14 +544,15 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
     page_range(addr, size, &base, &bound);
     bool bypass = flags & MCA_RCACHE_FLAGS_CACHE_BYPASS;
     struct lookup l = {.m = m, .base = base, .bound = bound, .access = access_flags};
-    reg_t *release = NULL, *spare = NULL;
+    reg_t *reg = NULL;
 
     if (!bypass) {
         lookup(m, &l); /* the lock-free hit */
-        l.grow = NULL; /* decided under the lock only */
     }
-    if (NULL == l.hit) {
+    while (NULL == l.hit && NULL == reg) {
+        reg_t *release = NULL;
         pthread_mutex_lock(&m->lock);
+        l.grow = NULL; /* decided under the lock only */
         if (!bypass) {
             lookup(m, &l);
         }
@@ -540,10 +567,13 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
             if (!bypass) {
                 evict_for_limits_locked(m, 1, bound - base + 1, &release);
             }
-            spare = spare_pop_locked(m);
+            reg = reg_new_locked(m, addr, base, bound, flags, access_flags);
         }
         pthread_mutex_unlock(&m->lock);
         release_chain(m, release);
+        if (NULL == l.hit && NULL == reg && !slab_alloc(m)) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
     }
     if (l.hit) {
         if (mca_rcache_base_verify_frames) {
@@ -552,34 +582,6 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
         *reg_out = l.hit;
         return OPAL_SUCCESS;
     }
-
-    reg_t *reg = reg_alloc(m, spare);
-    if (NULL == reg) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    reg->rcache = rcache;
-    reg->base = (unsigned char *) base;
-    reg->bound = (unsigned char *) bound;
-    reg->alloc_base = addr;
-    reg->access_flags = access_flags;
-    reg->reg_fork_gen = m->fork_gen;
-    reg->reg_deferred_next = NULL;
-    state_store(reg, 1,
-                (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST))
-                    | MCA_RCACHE_GRDMA_REGISTERING);
-
-    /*
-     * Visible (but never a hit) while register_mem runs, so that a release
-     * of these pages during registration invalidates it.
-     */
-    pthread_mutex_lock(&m->lock);
-    if (bypass) {
-        opal_list_append(&m->in_use, &reg->reg_list);
-        set_flags(reg, MCA_RCACHE_GRDMA_ON_IN_USE, 0);
-    } else {
-        index_insert(m, reg);
-    }
-    pthread_mutex_unlock(&m->lock);
     index_grow(m);
 
     int rc;
@@ -587,21 +589,19 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
         rc = m->resources.register_mem(m->resources.reg_data, (void *) base, bound - base + 1, reg);
     } while (OPAL_ERR_OUT_OF_RESOURCE == rc && evict_one(m));
 
-    if (OPAL_SUCCESS == rc && mca_rcache_base_verify_frames) {
-        mca_rcache_base_frames_record(reg);
-    }
-    pthread_mutex_lock(&m->lock);
     if (OPAL_SUCCESS != rc) {
+        pthread_mutex_lock(&m->lock);
         unlink_reg(m, reg);
         state_store(reg, 0, 0);
-    } else {
-        set_flags(reg, 0, MCA_RCACHE_GRDMA_REGISTERING);
-    }
-    pthread_mutex_unlock(&m->lock);
-    if (OPAL_SUCCESS != rc) {
+        pthread_mutex_unlock(&m->lock);
         stack_push(&m->spare, reg, reg);
         return rc;
     }
+    if (mca_rcache_base_verify_frames) {
+        mca_rcache_base_frames_record(reg);
+    }
+    /* Now a hit for others: one atomic step, no lock (an invalidation meanwhile stays). */
+    set_flags(reg, 0, MCA_RCACHE_GRDMA_REGISTERING);
     *reg_out = reg;
     return OPAL_SUCCESS;
 }

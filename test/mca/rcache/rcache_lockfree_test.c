@@ -1,0 +1,133 @@
+/*
+ * grdma's lock-free hit against invalidation and recycling: 3 threads hit
+ * random ranges of a small arena (with random access flags, so registrations
+ * also grow) while a 4th invalidates random pages, under a max_entries limit
+ * that keeps evicting, so registration memory is recycled for other ranges
+ * while readers may still be looking at it.  Every registration handed out
+ * must cover the range asked, be registered (not yet deregistered), and be
+ * newer than any invalidation of its pages that returned before the call
+ * began.  At destroy, register_mem and deregister_mem pair exactly.
+ */
+#include "opal_config.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "opal/mca/rcache/base/base.h"
+#include "opal/runtime/opal.h"
+#include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/test_util.h"
+
+#define PAGES 256
+#define HITTERS 3
+#define ITERS 200000
+
+static mca_rcache_base_module_t *rcache;
+static mock_dev_t dev;
+static unsigned char *arena;
+static size_t page;
+static volatile uint64_t invalidated_at[PAGES]; /* mock_clock as the last invalidation began */
+static volatile long bad_cover, bad_magic, stale, errors;
+static volatile int stop;
+
+static unsigned next_rand(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return *s >> 8;
+}
+
+static void *hitter(void *arg)
+{
+    unsigned seed = (unsigned) (uintptr_t) arg;
+    for (int i = 0; i < ITERS; i++) {
+        size_t first = next_rand(&seed) % (PAGES - 2), npages = 1 + next_rand(&seed) % 2;
+        uint64_t newest = 0;
+        for (size_t p = first; p < first + npages; p++) {
+            uint64_t t = __atomic_load_n(&invalidated_at[p], __ATOMIC_SEQ_CST);
+            newest = t > newest ? t : newest;
+        }
+        unsigned char *addr = arena + first * page;
+        mca_rcache_base_registration_t *reg = NULL;
+        int rc = next_rand(&seed) % 4
+                     ? rcache->rcache_register(rcache, addr, npages * page, 0,
+                                               (int32_t) (next_rand(&seed) % 3), &reg)
+                     : rcache->rcache_find(rcache, addr, npages * page, &reg);
+        if (OPAL_SUCCESS != rc && OPAL_ERR_NOT_FOUND != rc) {
+            __atomic_add_fetch(&errors, 1, __ATOMIC_RELAXED);
+        }
+        if (NULL == reg) {
+            continue;
+        }
+        mock_reg_t *r = (mock_reg_t *) reg;
+        if (reg->base > addr || reg->bound < addr + npages * page - 1) {
+            __atomic_add_fetch(&bad_cover, 1, __ATOMIC_RELAXED);
+        }
+        if (MOCK_MAGIC != r->magic) {
+            __atomic_add_fetch(&bad_magic, 1, __ATOMIC_RELAXED);
+        }
+        if (r->registered_at < newest) {
+            __atomic_add_fetch(&stale, 1, __ATOMIC_RELAXED);
+        }
+        rcache->rcache_deregister(rcache, reg);
+    }
+    return NULL;
+}
+
+static void *invalidator(void *arg)
+{
+    unsigned seed = (unsigned) (uintptr_t) arg;
+    while (!stop) {
+        size_t p = next_rand(&seed) % PAGES;
+        /*
+         * Tick first: a registration whose register_mem read an older clock
+         * was indexed before this invalidation began, so it must be caught.
+         */
+        uint64_t now = __atomic_add_fetch(&mock_clock, 1, __ATOMIC_SEQ_CST);
+        rcache->rcache_invalidate_range(rcache, arena + p * page, page);
+        __atomic_store_n(&invalidated_at[p], now, __ATOMIC_SEQ_CST);
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    setenv("OMPI_MCA_mpi_leave_pinned", "1", 1);
+    setenv("OMPI_MCA_rcache_base_release_hooks", "0", 1);
+    setenv("OMPI_MCA_rcache_grdma_max_entries", "48", 1);
+    if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
+        fprintf(stderr, "opal_init_util failed\n");
+        return 1;
+    }
+    page = (size_t) sysconf(_SC_PAGESIZE);
+    arena = mmap(NULL, PAGES * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(MAP_FAILED != arena);
+    mca_rcache_base_resources_t res;
+    mock_resources(&dev, &res);
+    rcache = mca_rcache_base_module_create("grdma", NULL, &res);
+    if (NULL == rcache) {
+        fprintf(stderr, "cannot create a grdma module\n");
+        return 1;
+    }
+    pthread_t th[HITTERS + 1];
+    pthread_create(&th[HITTERS], NULL, invalidator, (void *) 7);
+    for (size_t t = 0; t < HITTERS; t++) {
+        pthread_create(&th[t], NULL, hitter, (void *) (t + 1));
+    }
+    for (size_t t = 0; t < HITTERS; t++) {
+        pthread_join(th[t], NULL);
+    }
+    stop = 1;
+    pthread_join(th[HITTERS], NULL);
+    CHECK_MSG(0 == bad_cover && 0 == bad_magic && 0 == stale && 0 == errors,
+              "not covering %ld, not registered %ld, stale %ld, errors %ld", bad_cover, bad_magic,
+              stale, errors);
+    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));
+    CHECK_MSG(dev.registered == dev.deregistered && 0 == dev.bad_dereg,
+              "%ld registered, %ld deregistered, %ld bad", dev.registered, dev.deregistered,
+              dev.bad_dereg);
+    munmap(arena, PAGES * page);
+    opal_finalize_util();
+    return test_finish("rcache_lockfree_test");
+}
