@@ -1,4 +1,5 @@
 /* A library loaded with dlopen after setup: its munmap calls must produce events. */
+#include <dlfcn.h>
 #include <stddef.h>
 #include <sys/mman.h>
 
@@ -7,4 +8,15 @@ int unmapper_munmap(void *addr, size_t len);
 int unmapper_munmap(void *addr, size_t len)
 {
     return munmap(addr, len);
+}
+
+/* A library that looks up "the original" munmap itself, after our setup:
+ * with RTLD_NEXT (the objects after it) or RTLD_DEFAULT. */
+
+int unmapper_lookup_munmap(void *addr, size_t len, int next);
+
+int unmapper_lookup_munmap(void *addr, size_t len, int next)
+{
+    int (*fn)(void *, size_t) = (int (*)(void *, size_t)) dlsym(next ? RTLD_NEXT : RTLD_DEFAULT, "munmap");
+    return fn ? fn(addr, len) : -1;
 }

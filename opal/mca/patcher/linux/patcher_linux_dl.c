@@ -195,6 +195,15 @@ static void *next_after(const void *caller_addr, const char *symbol)
             return addr;
         }
     }
+    /* The loader searches the caller's own scope: for a library loaded
+     * after its dependencies (dlopen), those come before it in load order.
+     * Its handle searches it and then them. */
+    struct link_map *owner;
+    void *addr = caller ? mca_patcher_linux_dlsym_in(caller, lmid, symbol) : NULL;
+    if (NULL != addr && 0 != dladdr1(addr, &info, (void **) &owner, RTLD_DL_LINKMAP) &&
+        owner != caller) {
+        return addr;
+    }
     /* Not found: let the loader say so (and set dlerror) in its words.  It
      * searches after our object instead of the caller's, so what it might
      * find there is not the answer. */
