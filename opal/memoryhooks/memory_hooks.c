@@ -20,6 +20,7 @@
 
 #    include "opal/memoryhooks/memory_ucx.h"
 #endif
+#include "opal/util/debug.h"
 #include "opal/util/output.h"
 
 opal_mem_hooks_slot_t opal_mem_hooks_slots[OPAL_MEM_HOOKS_MAX_CALLBACKS];
@@ -64,6 +65,7 @@ static __attribute__((noinline)) void call_all(int n, void *start, size_t len, b
 void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc)
 {
     const uintptr_t mask = opal_mem_hooks_page_size - 1;
+    OPAL_DEBUG_CHECK(0 == (start & mask) && len > 0);
     len = (len + mask) & ~mask;
     const int n = __atomic_load_n(&opal_mem_hooks_slots_used, __ATOMIC_ACQUIRE);
     /* One callback (an rcache) is the common case: no loop, no registers

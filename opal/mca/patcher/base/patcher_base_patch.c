@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "opal/mca/patcher/base/base.h"
+#include "opal/util/debug.h"
 
 mca_patcher_base_patch_t *mca_patcher_base_patch_new(void)
 {
@@ -14,6 +15,9 @@ mca_patcher_base_patch_t *mca_patcher_base_patch_new(void)
 
 void mca_patcher_base_patch_add(mca_patcher_base_module_t *module, mca_patcher_base_patch_t *patch)
 {
+    /* Every patch must be undoable, and say where it is and what it replaced. */
+    OPAL_DEBUG_CHECK(NULL != patch->patch_restore && 0 != patch->patch_orig);
+    OPAL_DEBUG_CHECK(patch->patch_data_size <= MCA_PATCHER_PATCH_MAX_BYTES);
     pthread_mutex_lock(&module->patch_list_mutex);
     opal_list_append(&module->patch_list, &patch->super);
     pthread_mutex_unlock(&module->patch_list_mutex);
@@ -32,6 +36,7 @@ void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
             if (patch->patch_restore) {
                 patch->patch_restore(patch);
             }
+
             free(patch);
         }
         patch = prev;
