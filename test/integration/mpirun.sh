@@ -12,11 +12,16 @@ status=0
 for component in overwrite linux; do
     # mpirun reads OMPI_MCA_* itself: Open MPI has a parameter named like
     # our component path, so it goes to the ranks only (-x).
+    # Each rank's output to its own file: interleaved lines would blur the count.
+    dir=$(mktemp -d)
     out=$(env -u OMPI_MCA_mca_base_component_path -u OMPI_MCA_patcher \
           timeout 120 mpirun $root --oversubscribe -np 2 -x OMPI_MCA_mca_base_component_path="$path" \
-          --mca patcher $component "$info" --selftest 2>&1)
-    selected=$(echo "$out" | grep -c "^Selected: $component ")
-    passed=$(echo "$out" | grep -c "^Self-test: passed")
+          --output-filename "$dir" --mca patcher $component "$info" --selftest 2>&1)
+    out="$out
+$(cat "$dir"/*/rank.*/stdout 2>/dev/null)"
+    selected=$(cat "$dir"/*/rank.*/stdout 2>/dev/null | grep -c "^Selected: $component ")
+    passed=$(cat "$dir"/*/rank.*/stdout 2>/dev/null | grep -c "^Self-test: passed")
+    rm -rf "$dir"
     echo "patcher=$component: $selected ranks selected it, $passed ranks passed"
     if [ "$selected" -ne 2 ] || [ "$passed" -ne 2 ]; then
         echo "$out"
