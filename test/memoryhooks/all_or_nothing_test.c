@@ -37,11 +37,7 @@ static void write_byte(uintptr_t at, unsigned char byte)
 int main(int argc, char **argv)
 {
     (void) argc;
-    if (NULL == getenv("LD_BIND_NOW")) {
-        setenv("LD_BIND_NOW", "1", 1);
-        execv("/proc/self/exe", argv);
-        TEST_SKIP("cannot re-execute with LD_BIND_NOW=1");
-    }
+    snapshot_bind_now(argv);
     setenv("OMPI_MCA_patcher", "overwrite", 1);
     void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
     uintptr_t shmat_entry = (uintptr_t) dlsym(libc, "shmat");

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <gnu/lib-names.h>
 #include <link.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -99,6 +100,18 @@ static inline int snapshot_object(struct dl_phdr_info *info, size_t size, void *
         }
     }
     return 0;
+}
+
+/* Lazy binding would change .got.plt between two snapshots: run again with
+ * LD_BIND_NOW=1 unless already so. */
+static inline void snapshot_bind_now(char **argv)
+{
+    if (NULL == getenv("LD_BIND_NOW")) {
+        setenv("LD_BIND_NOW", "1", 1);
+        execv("/proc/self/exe", argv);
+        printf("SKIP: cannot re-execute with LD_BIND_NOW=1\n");
+        exit(77);
+    }
 }
 
 static inline void snapshot_take(snapshot_t *s)

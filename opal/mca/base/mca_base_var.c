@@ -373,6 +373,17 @@ int mca_base_var_register(const mca_base_var_t *var)
     return rc;
 }
 
+int mca_base_var_register_array(const mca_base_var_t *vars, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = mca_base_var_register(&vars[i]);
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
 void mca_base_var_foreach(void (*fn)(const mca_base_var_info_t *info, void *arg), void *arg)
 {
     for (size_t i = 0; i < num_records; i++) {

@@ -46,6 +46,9 @@ typedef struct mca_base_var_t {
  */
 int mca_base_var_register(const mca_base_var_t *var);
 
+/* Register n parameters in order; stop at the first failure and return it. */
+int mca_base_var_register_array(const mca_base_var_t *vars, size_t n);
+
 /* The full name, value (formatted) and source of a registered parameter. */
 typedef struct mca_base_var_info_t {
     const char *full_name;

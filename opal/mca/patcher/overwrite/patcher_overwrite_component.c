@@ -31,13 +31,7 @@ static int overwrite_register(void)
                  "no protection for other threads during the write)",
          .type = MCA_BASE_VAR_TYPE_BOOL, .storage = &overwrite_valgrind},
     };
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        int rc = mca_base_var_register(&vars[i]);
-        if (OPAL_SUCCESS != rc) {
-            return rc;
-        }
-    }
-    return OPAL_SUCCESS;
+    return mca_base_var_register_array(vars, sizeof(vars) / sizeof(vars[0]));
 }
 
 static int overwrite_query(mca_base_module_t **module, int *priority, const char **reason)

@@ -45,13 +45,7 @@ static int rcache_base_register(void)
          .type = MCA_BASE_VAR_TYPE_BOOL,
          .storage = &mca_rcache_base_release_hooks},
     };
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        int rc = mca_base_var_register(&vars[i]);
-        if (OPAL_SUCCESS != rc) {
-            return rc;
-        }
-    }
-    return OPAL_SUCCESS;
+    return mca_base_var_register_array(vars, sizeof(vars) / sizeof(vars[0]));
 }
 
 static int rcache_base_close(void)

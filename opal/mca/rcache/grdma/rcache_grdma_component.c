@@ -30,13 +30,7 @@ static int grdma_register_params(void)
                  "beyond it (0: no limit)",
          .type = MCA_BASE_VAR_TYPE_SIZE, .storage = &mca_rcache_grdma_max_entries},
     };
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        int rc = mca_base_var_register(&vars[i]);
-        if (OPAL_SUCCESS != rc) {
-            return rc;
-        }
-    }
-    return OPAL_SUCCESS;
+    return mca_base_var_register_array(vars, sizeof(vars) / sizeof(vars[0]));
 }
 
 /* grdma works everywhere; modules are made per create call (rcache_create). */
