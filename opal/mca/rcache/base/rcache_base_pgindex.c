@@ -41,6 +41,28 @@ static inline uintptr_t block_lo(uintptr_t first, unsigned s)
     return s && b ? b - 1 : b;
 }
 
+#define CHUNK_SHIFT MCA_RCACHE_BASE_PGINDEX_CHUNK_SHIFT
+#define SMALL_CLASSES ((1ull << (CHUNK_SHIFT + 1)) - 1)
+/* Chunks a query checks in chunk_count before it answers "maybe" for the small classes. */
+#define CHUNK_LIMIT 64
+
+static inline uint32_t *chunk_counter(pgindex_t *idx, uintptr_t chunk)
+{
+    return &idx->chunk_count[(uint64_t) chunk * 0x9e3779b97f4a7c15ull
+                             >> (64 - __builtin_ctz(MCA_RCACHE_BASE_PGINDEX_CHUNKS))];
+}
+
+/* Count a small range in (add 1) or out (add -1) of its chunks (writer side). */
+static void count_chunks(pgindex_t *idx, const node_t *node, uint32_t add)
+{
+    if (class_of(node->first, node->last) <= CHUNK_SHIFT) {
+        for (uintptr_t c = node->first >> CHUNK_SHIFT; c <= node->last >> CHUNK_SHIFT; c++) {
+            uint32_t *counter = chunk_counter(idx, c);
+            STORE(counter, *counter + add);
+        }
+    }
+}
+
 static inline void write_begin(pgindex_t *idx)
 {
     STORE(&idx->seq, idx->seq + 1);
@@ -69,6 +91,9 @@ int mca_rcache_base_pgindex_init(pgindex_t *idx)
     idx->seq = 0;
     for (unsigned s = 0; s < MCA_RCACHE_BASE_PGINDEX_CLASSES; s++) {
         idx->class_count[s] = 0;
+    }
+    for (size_t c = 0; c < MCA_RCACHE_BASE_PGINDEX_CHUNKS; c++) {
+        idx->chunk_count[c] = 0;
     }
     return idx->table ? OPAL_SUCCESS : OPAL_ERR_OUT_OF_RESOURCE;
 }
@@ -99,6 +124,7 @@ void mca_rcache_base_pgindex_insert(pgindex_t *idx, node_t *node, uintptr_t firs
     STORE(&node->hash_next, *head);
     __atomic_store_n(head, node, __ATOMIC_RELEASE);
     idx->class_count[s]++;
+    count_chunks(idx, node, 1);
     STORE(&idx->active, idx->active | (1ull << s));
     STORE(&idx->count, idx->count + 1);
     write_end(idx);
@@ -114,6 +140,7 @@ void mca_rcache_base_pgindex_remove(pgindex_t *idx, node_t *node)
     write_begin(idx);
     /* node->hash_next stays: a reader standing on node still reaches the rest. */
     STORE(pp, node->hash_next);
+    count_chunks(idx, node, (uint32_t) -1);
     if (0 == --idx->class_count[s]) {
         STORE(&idx->active, idx->active & ~(1ull << s));
     }
@@ -125,7 +152,7 @@ size_t mca_rcache_base_pgindex_wanted(const pgindex_t *idx)
 {
     const table_t *t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE);
     size_t buckets = (size_t) 1 << t->bits;
-    return LOAD(&idx->count) > buckets ? 2 * buckets : 0;
+    return 2 * LOAD(&idx->count) > buckets ? 2 * buckets : 0; /* load at most 1/2 */
 }
 
 mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_rehash(pgindex_t *idx, table_t *t)
@@ -203,7 +230,17 @@ bool mca_rcache_base_pgindex_might_overlap(pgindex_t *idx, uintptr_t first, uint
     }
     const table_t *t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE);
     bool found = false, gave_up = false;
-    for (uint64_t act = LOAD(&idx->active); act && !found && !gave_up; act &= act - 1) {
+    uint64_t act = LOAD(&idx->active);
+    if ((act & SMALL_CLASSES) && (last >> CHUNK_SHIFT) - (first >> CHUNK_SHIFT) < CHUNK_LIMIT) {
+        bool counted = false;
+        for (uintptr_t c = first >> CHUNK_SHIFT; !counted && c <= last >> CHUNK_SHIFT; c++) {
+            counted = 0 != LOAD(chunk_counter(idx, c));
+        }
+        if (!counted) {
+            act &= ~SMALL_CLASSES; /* no small range in these chunks */
+        }
+    }
+    for (; act && !found && !gave_up; act &= act - 1) {
         unsigned s = (unsigned) __builtin_ctzll(act);
         uintptr_t lo = block_lo(first, s), hi = last >> s;
         if (hi - lo >= PROBE_LIMIT) {

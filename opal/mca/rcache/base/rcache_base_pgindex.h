@@ -8,7 +8,8 @@
  * block and the next.  A query probes, for each class that holds ranges,
  * the blocks it can meet (two for a lookup of one page), so a release of
  * pages that no range touches costs a few probes of the hash table and no
- * lock.  When a query would probe more blocks of a class than the class
+ * lock (see CHUNKS below for the common case: none at all).  When a query
+ * would probe more blocks of a class than the class
  * has ranges, it scans the whole table instead (once for all such classes).
  *
  * Writers (insert, remove, rehash, overlapping) are serialized by the
@@ -29,6 +30,14 @@
 
 
 #define MCA_RCACHE_BASE_PGINDEX_CLASSES 64
+/*
+ * Small ranges (class <= CHUNK_SHIFT, so they touch at most two chunks of
+ * 2^CHUNK_SHIFT pages) are also counted per chunk, hashed into CHUNKS
+ * counters: a release whose chunks all count 0 meets no small range, known
+ * from one cache-resident array without touching the hash table.
+ */
+#define MCA_RCACHE_BASE_PGINDEX_CHUNK_SHIFT 9
+#define MCA_RCACHE_BASE_PGINDEX_CHUNKS 8192
 
 typedef struct mca_rcache_base_pgindex_node_t {
     struct mca_rcache_base_pgindex_node_t *hash_next;
@@ -48,6 +57,7 @@ typedef struct mca_rcache_base_pgindex_t {
     uint64_t active; /* bit s: class s holds a range */
     uint32_t seq;    /* odd while a writer changes the index */
     size_t class_count[MCA_RCACHE_BASE_PGINDEX_CLASSES];
+    uint32_t chunk_count[MCA_RCACHE_BASE_PGINDEX_CHUNKS];
 } mca_rcache_base_pgindex_t;
 
 /* Visitor: 0 to go on, anything else stops the walk and is returned. */

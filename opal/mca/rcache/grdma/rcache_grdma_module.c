@@ -141,7 +141,7 @@ static void index_insert(grdma_t *m, reg_t *reg)
 }
 
 /*
- * Keep about one registration per bucket.  The new table is allocated with
+ * Keep at most one registration per two buckets.  The new table is allocated with
  * the lock dropped (a release hook may be waiting for it inside the
  * allocator) and installed under it.
  */
