@@ -153,12 +153,21 @@ static bool glibc_malloc_in_use(void)
     return same;
 }
 
+/* What opal_mem_hooks_alloc_inspect() found. */
+static bool glibc_in_use;
+static void *glibc_free;
+
+void opal_mem_hooks_alloc_inspect(void)
+{
+    glibc_in_use = glibc_malloc_in_use();
+    glibc_free = glibc_in_use ? libc_free() : NULL;
+}
+
 int opal_mem_hooks_install_alloc_intercepts(void)
 {
-    if (!glibc_malloc_in_use()) {
+    if (!glibc_in_use) {
         return OPAL_SUCCESS;
     }
-    void *glibc_free = libc_free();
     /* Set before free can reach the intercept; cleared below if the chain
      * turns out to be another allocator. */
     __atomic_store_n(&glibc_chunks, true, __ATOMIC_RELAXED);

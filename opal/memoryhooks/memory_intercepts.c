@@ -469,6 +469,13 @@ int opal_mem_hooks_install_intercepts(void)
     bool by_address = (NULL != patcher->patch_address);
     int rc = OPAL_SUCCESS;
     chain_frames_needed = false; /* set per target, before its patch goes live */
+    /* Lookups that call dlopen come before the first patch: the dlopen we
+     * reach may be another hooker's that re-patches every object after
+     * each call (UCX's libucm), and a GOT patcher takes its slots back only
+     * when it patches or sees a dlopen of the program. */
+    if (!by_address) {
+        opal_mem_hooks_alloc_inspect();
+    }
 
     for (size_t i = 0; i < NUM_TARGETS && OPAL_SUCCESS == rc; i++) {
         rc = by_address ? patch_by_address(patcher, &targets[i]) : patch_by_symbol(patcher, &targets[i]);

@@ -58,7 +58,9 @@ int opal_mem_hooks_check_intercepts(void);
 /* Restore every patch.  Chain targets stay valid for threads still inside. */
 void opal_mem_hooks_uninstall_intercepts(void);
 
-/* The allocator entry points, for mechanisms blind to libc-internal calls. */
+/* The allocator entry points, for mechanisms blind to libc-internal calls.
+ * inspect looks at the allocator (with dlopen/dlsym) before any patch. */
+void opal_mem_hooks_alloc_inspect(void);
 int opal_mem_hooks_install_alloc_intercepts(void);
 void opal_mem_hooks_uninstall_alloc_intercepts(void);
 /* What installing them changed in the allocator's behaviour, or NULL. */

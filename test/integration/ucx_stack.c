@@ -151,6 +151,7 @@ static void check_events(const char *when)
     expect_both(what);
     munmap(p, 4 * 4096);
 
+#ifndef __SANITIZE_ADDRESS__ /* ASan's allocator keeps freed blocks (quarantine) */
     const size_t big = 64UL << 20;
     p = malloc(big);
     memset(p, 1, big);
@@ -158,6 +159,7 @@ static void check_events(const char *when)
     free(p);
     snprintf(what, sizeof(what), "%s: free (mmapped block)", when);
     expect_both(what);
+#endif
 
     /* A library that looks up "the original" after our hooks are in. */
     int (*next_munmap)(void *, size_t) = (int (*)(void *, size_t)) dlsym(RTLD_NEXT, "munmap");
@@ -254,6 +256,18 @@ int main(int argc, char **argv)
                 pid_t pid = fork();
                 if (0 == pid) {
                     setenv("UCX_MEM_MMAP_HOOK_MODE", modes[m], 1);
+#ifdef __SANITIZE_ADDRESS__
+                    /* In reloc mode UCX puts its malloc behind the GOT, and its
+                     * free keeps blocks it did not allocate: LeakSanitizer
+                     * would report every block freed after that. */
+                    if (0 == strcmp(modes[m], "reloc")) {
+                        char opts[512];
+                        const char *asan = getenv("ASAN_OPTIONS");
+                        snprintf(opts, sizeof(opts), "%s%sdetect_leaks=0", asan ? asan : "",
+                                 asan && asan[0] ? ":" : "");
+                        setenv("ASAN_OPTIONS", opts, 1);
+                    }
+#endif
                     if (2 != c) {
                         setenv("OMPI_MCA_patcher", components[c], 1);
                     }
