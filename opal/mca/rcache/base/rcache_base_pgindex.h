@@ -9,8 +9,9 @@
  * the blocks it can meet (two for a lookup of one page), so a release of
  * pages that no range touches costs a few probes of the hash table and no
  * lock (see CHUNKS below for the common case: none at all).  When a query
- * would probe more blocks of a class than the class
- * has ranges, it scans the whole table instead (once for all such classes).
+ * would probe more blocks of a class than the class has ranges, it scans
+ * the whole table instead (once for all such classes): a long release over
+ * many small ranges costs O(min(blocks, ranges)), not O(log n + k).
  *
  * Writers (insert, remove, rehash, overlapping) are serialized by the
  * caller.  covering() may also run without the writer's lock: it is then
@@ -28,7 +29,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-
 #define MCA_RCACHE_BASE_PGINDEX_CLASSES 64
 /*
  * Small ranges (class <= CHUNK_SHIFT, so they touch at most two chunks of
@@ -39,6 +39,7 @@
 #define MCA_RCACHE_BASE_PGINDEX_CHUNK_SHIFT 9
 #define MCA_RCACHE_BASE_PGINDEX_CHUNKS 8192
 
+/* What a probe reads first (hash_next, key) comes first: embed it next to your hot fields. */
 typedef struct mca_rcache_base_pgindex_node_t {
     struct mca_rcache_base_pgindex_node_t *hash_next;
     uintptr_t key;               /* block << 6 | class */

@@ -136,7 +136,7 @@ static void index_insert(grdma_t *m, reg_t *reg)
         flags |= MCA_RCACHE_GRDMA_ON_LRU;
     }
     set_flags(reg, flags, 0);
-    m->cached_bytes += reg_size(reg);
+    __atomic_store_n(&m->cached_bytes, m->cached_bytes + reg_size(reg), __ATOMIC_RELAXED);
     __atomic_store_n(&m->cached_entries, m->cached_entries + 1, __ATOMIC_RELAXED);
 }
 
@@ -164,7 +164,7 @@ static void unlink_reg(grdma_t *m, reg_t *reg)
     uint32_t f = reg->flags; /* these bits change only under the lock */
     if (f & MCA_RCACHE_GRDMA_INDEXED) {
         mca_rcache_base_pgindex_remove(&m->index, &reg->reg_index);
-        m->cached_bytes -= reg_size(reg);
+        __atomic_store_n(&m->cached_bytes, m->cached_bytes - reg_size(reg), __ATOMIC_RELAXED);
         __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
     }
     if (f & MCA_RCACHE_GRDMA_ON_LRU) {
@@ -304,10 +304,13 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
     return false;
 }
 
+/* Also read without the lock (a dropped reference): the counters are written atomically. */
 static inline bool over_limits(const grdma_t *m, size_t add_entries, size_t add_bytes)
 {
-    return (m->max_entries && m->cached_entries + add_entries > m->max_entries)
-           || (m->max_bytes && m->cached_bytes + add_bytes > m->max_bytes);
+    return (m->max_entries
+            && __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED) + add_entries > m->max_entries)
+           || (m->max_bytes
+               && __atomic_load_n(&m->cached_bytes, __ATOMIC_RELAXED) + add_bytes > m->max_bytes);
 }
 
 /* Evict until adding this much fits, as far as unused registrations allow (lock held). */
