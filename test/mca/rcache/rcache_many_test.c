@@ -1,0 +1,73 @@
+/*
+ * Many registrations in one grdma module: 100 000 one-page registrations
+ * (thousands of slabs, the page index's table grown by many rehashes),
+ * every one found again, half of them invalidated (never found again, the
+ * other half still found), and every register_mem paired with one
+ * deregister_mem at destroy.
+ */
+#include "opal_config.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "opal/mca/rcache/base/base.h"
+#include "opal/runtime/opal.h"
+#include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/test_util.h"
+
+#define COUNT 100000
+
+int main(void)
+{
+    setenv("OMPI_MCA_mpi_leave_pinned", "1", 1);
+    setenv("OMPI_MCA_rcache_base_release_hooks", "0", 1);
+    if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
+        fprintf(stderr, "opal_init_util failed\n");
+        return 1;
+    }
+    size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    unsigned char *arena = mmap(NULL, COUNT * page, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(MAP_FAILED != arena);
+    mock_dev_t dev;
+    memset(&dev, 0, sizeof(dev));
+    mca_rcache_base_resources_t res;
+    mock_resources(&dev, &res);
+    mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
+    if (NULL == m) {
+        fprintf(stderr, "cannot create a grdma module\n");
+        return 1;
+    }
+    mca_rcache_base_registration_t *reg;
+    for (size_t i = 0; i < COUNT; i++) {
+        CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + i * page, page, 0, 0, &reg));
+        CHECK(OPAL_SUCCESS == m->rcache_deregister(m, reg));
+    }
+    CHECK_MSG(COUNT == dev.registered, "%ld registered", dev.registered);
+    size_t found = 0;
+    for (size_t i = 0; i < COUNT; i++) {
+        if (OPAL_SUCCESS == m->rcache_find(m, arena + i * page, page, &reg)) {
+            found += reg->base == arena + i * page;
+            m->rcache_deregister(m, reg);
+        }
+    }
+    CHECK_MSG(COUNT == found, "found %zu of %d", found, COUNT);
+    CHECK(OPAL_SUCCESS == m->rcache_invalidate_range(m, arena, COUNT / 2 * page));
+    CHECK_MSG(COUNT / 2 == dev.deregistered, "%ld deregistered", dev.deregistered);
+    found = 0;
+    for (size_t i = 0; i < COUNT; i++) {
+        if (OPAL_SUCCESS == m->rcache_find(m, arena + i * page, page, &reg)) {
+            found += i >= COUNT / 2;
+            m->rcache_deregister(m, reg);
+        }
+    }
+    CHECK_MSG(COUNT / 2 == found, "found %zu of the %d not invalidated", found, COUNT / 2);
+    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(m));
+    CHECK_MSG(dev.registered == dev.deregistered && 0 == dev.bad_dereg,
+              "%ld registered, %ld deregistered, %ld bad", dev.registered, dev.deregistered,
+              dev.bad_dereg);
+    munmap(arena, COUNT * page);
+    opal_finalize_util();
+    return test_finish("rcache_many_test");
+}
