@@ -341,9 +341,12 @@ void opal_patcher_info_print_patches(void)
         if (dladdr) {
             dladdr((void *) patch->patch_orig, &info);
         }
-        printf("  %-14s at %#lx in %s: %s\n", patch->patch_symbol ? patch->patch_symbol : "(address)",
+        /* Bytes no longer ours: another hooker patched over us (it owns the hook now). */
+        const bool ours = 0 == memcmp((const void *) patch->patch_orig, patch->patch_data,
+                                      patch->patch_data_size);
+        printf("  %-14s at %#lx in %s: %s%s\n", patch->patch_symbol ? patch->patch_symbol : "(address)",
                (unsigned long) patch->patch_orig, info.dli_fname ? info.dli_fname : "the executable",
-               patch->patch_how ? patch->patch_how : "");
+               patch->patch_how ? patch->patch_how : "", ours ? "" : " [patched over by another hooker]");
     }
     pthread_mutex_unlock(&patcher->patch_list_mutex);
     if (patcher->patch_limits) {

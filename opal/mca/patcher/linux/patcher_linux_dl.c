@@ -76,7 +76,11 @@ void mca_patcher_linux_take_back(void)
     pthread_mutex_lock(&mca_patcher_linux_lock);
     if (__atomic_load_n(&installed, __ATOMIC_RELAXED)) {
         dl_iterate_phdr(read_counters, c);
-        int rc = mca_patcher_linux_got_patch(mca_patcher_linux_hooks, mca_patcher_linux_nhooks);
+        /* Only another hooker's dlopen behind ours can have reset slots. */
+        const bool foreign_dlopen = 0 != loader[WATCH_DLOPEN] && reals[WATCH_DLOPEN] != loader[WATCH_DLOPEN];
+        int rc = c[0] != seen_adds || foreign_dlopen
+                     ? mca_patcher_linux_got_patch(mca_patcher_linux_hooks, mca_patcher_linux_nhooks)
+                     : OPAL_SUCCESS;
         if (OPAL_SUCCESS != rc) {
             opal_output("patcher linux: could not patch the objects just loaded: %s",
                         opal_strerror(rc));
