@@ -226,8 +226,10 @@ static void ucx_release(void *addr, size_t len)
 {
     p_vm_munmap(addr, len);
 }
-static const driver_t ucx_driver = {"ucs_rcache", sizeof(ucs_rcache_region_t), ucx_create, ucx_get,
-                                    ucx_put,      NULL,                        ucx_destroy, ucx_release};
+static const driver_t ucx_driver = {"ucs_rcache", sizeof(ucs_rcache_region_t),
+                                    ucx_create,   ucx_get,
+                                    ucx_put,      NULL,
+                                    ucx_destroy,  ucx_release};
 #endif
 
 /* ---- measurements ---- */

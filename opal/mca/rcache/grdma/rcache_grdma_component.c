@@ -45,7 +45,7 @@ static int grdma_query(mca_base_module_t **module, int *priority, const char **r
 mca_rcache_base_component_t mca_rcache_grdma_component = {
     .rcache_version = {
         MCA_BASE_COMPONENT_INIT("rcache", MCA_RCACHE_BASE_VERSION, "grdma",
-                                "Interval-tree registration cache with LRU and leave_pinned"),
+                                "Page-indexed registration cache, lock-free hits, leave_pinned"),
         .mca_register_component_params = grdma_register_params,
         .mca_query_component = grdma_query,
     },

@@ -84,8 +84,9 @@ static inline state_t set_flags(reg_t *reg, uint32_t set, uint32_t clear)
 /* A registration may be handed out: indexed, registered and not invalidated. */
 static inline bool state_valid(uint32_t flags)
 {
-    return (flags & (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_FLAGS_INVALID | MCA_RCACHE_GRDMA_REGISTERING))
-           == MCA_RCACHE_GRDMA_INDEXED;
+    const uint32_t mask = MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_FLAGS_INVALID
+                          | MCA_RCACHE_GRDMA_REGISTERING;
+    return (flags & mask) == MCA_RCACHE_GRDMA_INDEXED;
 }
 
 /* It stays cached when its last reference is dropped. */
@@ -105,7 +106,7 @@ static inline void chain_push(reg_t **chain, reg_t *reg)
     *chain = reg;
 }
 
-/* Lock-free push of a chain [first..last] on a stack that is popped only under the lock or whole. */
+/* Lock-free push of a chain [first..last] on a stack popped only under the lock, or whole. */
 static void stack_push(reg_t **stack, reg_t *first, reg_t *last)
 {
     reg_t *head = __atomic_load_n(stack, __ATOMIC_RELAXED);
@@ -172,7 +173,8 @@ static void unlink_reg(grdma_t *m, reg_t *reg)
     } else if (f & MCA_RCACHE_GRDMA_ON_IN_USE) {
         opal_list_remove_item(&m->in_use, &reg->reg_list);
     }
-    set_flags(reg, 0, MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_ON_LRU | MCA_RCACHE_GRDMA_ON_IN_USE);
+    set_flags(reg, 0,
+              MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_ON_LRU | MCA_RCACHE_GRDMA_ON_IN_USE);
 }
 
 /*
