@@ -108,6 +108,12 @@ void mca_patcher_linux_dl_restored(uintptr_t value);
 void mca_patcher_linux_dl_forget(void);
 /* Patch new objects, and take back the slots someone reset to what we chain to. */
 void mca_patcher_linux_take_back(void);
+/* Whether addr is one of our dl intercepts (they live in this component). */
+bool mca_patcher_linux_is_watcher(uintptr_t addr);
+/* Keep this component's object loaded: another hooker holds one of our dl intercepts. */
+void mca_patcher_linux_pin_self(void);
+/* Set by a restore that left a dl intercept of ours in another hooker's hands. */
+extern bool mca_patcher_linux_watcher_captured;
 
 /* dlsym in one loaded object (and its dependencies), by the real functions. */
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);

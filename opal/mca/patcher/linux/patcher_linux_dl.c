@@ -222,7 +222,7 @@ static bool is_watcher(uintptr_t addr);
  * hooker chaining to "the real dlopen", as UCX's libucm does) and called
  * after we are finalized: the object holding it must then stay loaded.
  */
-static void pin_self(void)
+void mca_patcher_linux_pin_self(void)
 {
     static bool pinned;
     Dl_info info;
@@ -258,7 +258,7 @@ static void *linux_dlsym(void *handle, const char *symbol)
     /* A definition our slots were redirected from: hand out the intercept. */
     addr = (void *) mca_patcher_linux_map_definition((uintptr_t) addr);
     if (__builtin_expect(is_watcher((uintptr_t) addr), 0)) {
-        pin_self();
+        mca_patcher_linux_pin_self();
     }
     return addr;
 }
@@ -318,6 +318,11 @@ int mca_patcher_linux_dl_install(void)
     seen_subs = c[1];
     __atomic_store_n(&installed, true, __ATOMIC_RELAXED);
     return OPAL_SUCCESS;
+}
+
+bool mca_patcher_linux_is_watcher(uintptr_t addr)
+{
+    return is_watcher(addr);
 }
 
 void mca_patcher_linux_dl_restored(uintptr_t value)

@@ -536,6 +536,10 @@ static void got_restore(mca_patcher_base_patch_t *patch)
                             "patcher linux: the GOT slot of %s at %p (%s) was patched over by "
                             "another hooker; leaving its value",
                             patch->patch_symbol, (void *) patch->patch_orig, patch->patch_how);
+        if (mca_patcher_linux_is_watcher(patch->patch_value)) {
+            /* Pinned by patch_fini, outside the base's patch list mutex. */
+            __atomic_store_n(&mca_patcher_linux_watcher_captured, true, __ATOMIC_RELAXED);
+        }
         return;
     }
     uintptr_t orig;

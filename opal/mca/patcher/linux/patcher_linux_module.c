@@ -15,6 +15,7 @@ pthread_mutex_t mca_patcher_linux_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 mca_patcher_linux_hook_t mca_patcher_linux_hooks[MCA_PATCHER_LINUX_MAX_HOOKS];
 int mca_patcher_linux_nhooks;
 int mca_patcher_linux_verbose;
+bool mca_patcher_linux_watcher_captured;
 
 /* Entry points whose state (the heap) belongs to one copy of libc. */
 static const char *const per_copy_state_symbols[] = {
@@ -128,6 +129,9 @@ static int linux_fini(void)
     /* A dlopen in another thread may have patched a new object while the
      * base was restoring: undo that too before forgetting the table. */
     mca_patcher_base_restore_patches(&mca_patcher_linux_module, NULL, NULL);
+    if (__atomic_exchange_n(&mca_patcher_linux_watcher_captured, false, __ATOMIC_RELAXED)) {
+        mca_patcher_linux_pin_self(); /* a slot left to another hooker leads to our dl intercept */
+    }
     __atomic_store_n(&mca_patcher_linux_nhooks, 0, __ATOMIC_RELEASE);
     memset(mca_patcher_linux_hooks, 0, sizeof(mca_patcher_linux_hooks));
     mca_patcher_linux_dl_forget();
