@@ -58,6 +58,8 @@ typedef struct mca_rcache_grdma_module_t {
     opal_list_t in_use;
     size_t cached_bytes, cached_entries; /* registrations in the index */
     uint32_t fork_gen;             /* generation of the registrations it holds */
+    bool forked;                   /* in a child since the last call: drop the parent's */
+    bool verify_frames;            /* rcache_base_verify_frames when created */
     /*
      * Lock-free stack of registrations to deregister at the next call:
      * pushed by release hooks with from_alloc, taken whole (exchange) by the

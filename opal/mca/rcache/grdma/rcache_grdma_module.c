@@ -256,13 +256,13 @@ static void invalidate_overlapping_locked(grdma_t *m, uintptr_t low, uintptr_t h
 }
 
 /* In a forked child: forget the parent's registrations (no deregister_mem). */
-static void drop_parent_registrations(grdma_t *m)
+static __attribute__((noinline)) void drop_parent_registrations(grdma_t *m)
 {
     reg_t *release = NULL;
     pthread_mutex_lock(&m->lock);
-    uint32_t gen = __atomic_load_n(&mca_rcache_base_fork_gen, __ATOMIC_ACQUIRE);
-    if (m->fork_gen != gen) {
-        m->fork_gen = gen;
+    if (m->forked) {
+        m->forked = false;
+        m->fork_gen = __atomic_load_n(&mca_rcache_base_fork_gen, __ATOMIC_ACQUIRE);
         invalidate_overlapping_locked(m, 0, UINTPTR_MAX, &release);
     }
     pthread_mutex_unlock(&m->lock);
@@ -272,7 +272,7 @@ static void drop_parent_registrations(grdma_t *m)
 /* At the start of every call: after fork, and work deferred by release hooks. */
 static inline void grdma_progress(grdma_t *m)
 {
-    if (__builtin_expect(m->fork_gen != mca_rcache_base_fork_gen, 0)) {
+    if (__builtin_expect(m->forked, 0)) {
         drop_parent_registrations(m);
     }
     if (__atomic_load_n(&m->deferred, __ATOMIC_RELAXED)) {
@@ -323,6 +323,16 @@ static void evict_for_limits_locked(grdma_t *m, size_t add_entries, size_t add_b
     }
 }
 
+/* Evict what the limits ask (lock NOT held).  Out of line: rare on a drop. */
+static __attribute__((noinline)) void evict_for_limits(grdma_t *m)
+{
+    reg_t *release = NULL;
+    pthread_mutex_lock(&m->lock);
+    evict_for_limits_locked(m, 0, 0, &release);
+    pthread_mutex_unlock(&m->lock);
+    release_chain(m, release);
+}
+
 /* Evict one unused registration; false if there is none. */
 static bool evict_one(grdma_t *m)
 {
@@ -350,7 +360,7 @@ static inline bool take_ref(reg_t *reg)
     return false;
 }
 
-static int drop_ref(grdma_t *m, reg_t *reg);
+static __attribute__((noinline)) int drop_ref_cold(grdma_t *m, reg_t *reg);
 
 struct lookup {
     grdma_t *m;
@@ -386,7 +396,7 @@ static inline int lookup_cb(node_t *node, void *ctx)
         l->hit = reg;
         return 1;
     }
-    drop_ref(l->m, reg); /* recycled meanwhile (never happens under the lock) */
+    drop_ref_cold(l->m, reg); /* recycled meanwhile (never happens under the lock) */
     return 0;
 }
 
@@ -397,8 +407,11 @@ static inline __attribute__((always_inline)) void lookup(grdma_t *m, struct look
                                      lookup_cb, l);
 }
 
-/* The last reference of a registration that must go (or may have to): under the lock. */
-static int drop_last_locked(grdma_t *m, reg_t *reg)
+/*
+ * The last reference of a registration that must go (or may have to):
+ * under the lock.  Out of line, so that the common drop stays small.
+ */
+static __attribute__((noinline)) int drop_last_locked(grdma_t *m, reg_t *reg)
 {
     reg_t *release = NULL;
     int rc = OPAL_SUCCESS;
@@ -429,7 +442,7 @@ static int drop_last_locked(grdma_t *m, reg_t *reg)
 }
 
 /* Drop a reference: one CAS unless it is the last and the registration must go. */
-static int drop_ref(grdma_t *m, reg_t *reg)
+static inline int drop_ref(grdma_t *m, reg_t *reg)
 {
     state_t st = state_load(reg);
     for (;;) {
@@ -446,14 +459,15 @@ static int drop_ref(grdma_t *m, reg_t *reg)
         }
     }
     if (1 == st.s.count && over_limits(m, 0, 0)) {
-        /* Now unused: the limits may evict it or an older one. */
-        reg_t *release = NULL;
-        pthread_mutex_lock(&m->lock);
-        evict_for_limits_locked(m, 0, 0, &release);
-        pthread_mutex_unlock(&m->lock);
-        release_chain(m, release);
+        evict_for_limits(m); /* now unused: the limits may evict it or an older one */
     }
     return OPAL_SUCCESS;
+}
+
+/* drop_ref for the rare path of a lookup that took a recycled registration. */
+static int drop_ref_cold(grdma_t *m, reg_t *reg)
+{
+    return drop_ref(m, reg);
 }
 
 static inline void page_range(const void *addr, size_t size, uintptr_t *base, uintptr_t *bound)
@@ -581,7 +595,7 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
         }
     }
     if (l.hit) {
-        if (mca_rcache_base_verify_frames) {
+        if (m->verify_frames) {
             mca_rcache_base_frames_check(l.hit, "rcache_register");
         }
         *reg_out = l.hit;
@@ -602,7 +616,7 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
         stack_push(&m->spare, reg, reg);
         return rc;
     }
-    if (mca_rcache_base_verify_frames) {
+    if (m->verify_frames) {
         mca_rcache_base_frames_record(reg);
     }
     /* Now a hit for others: one atomic step, no lock (an invalidation meanwhile stays). */
@@ -627,7 +641,7 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
         lookup(m, &l);
         pthread_mutex_unlock(&m->lock);
     }
-    if (l.hit && mca_rcache_base_verify_frames) {
+    if (l.hit && m->verify_frames) {
         mca_rcache_base_frames_check(l.hit, "rcache_find");
     }
     *reg_out = l.hit;
@@ -699,6 +713,7 @@ static void grdma_atfork(mca_rcache_base_module_t *rcache, mca_rcache_base_atfor
         pthread_mutex_unlock(&m->lock);
     } else {
         pthread_mutex_init(&m->lock, NULL); /* held by a thread id that no longer exists */
+        m->forked = true; /* the registrations are the parent's: dropped at the next call */
     }
 }
 
@@ -750,6 +765,7 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     m->leave_pinned = leave_pinned;
     m->max_bytes = mca_rcache_grdma_max_bytes;
     m->max_entries = mca_rcache_grdma_max_entries;
+    m->verify_frames = 0 != mca_rcache_base_verify_frames;
     pthread_mutex_init(&m->lock, NULL);
     opal_list_init(&m->lru);
     opal_list_init(&m->in_use);
