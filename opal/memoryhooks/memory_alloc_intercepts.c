@@ -36,10 +36,9 @@
 #pragma weak dlopen
 #pragma weak dlclose
 
-/* glibc's chunk header precedes the user pointer: prev_size, then size
+/* glibc's chunk header (two words) precedes the user pointer: prev_size, then size
  * with flag bits; IS_MMAPPED marks a chunk that is its own mapping, which
  * starts prev_size bytes before the header. */
-#define GLIBC_CHUNK_HEADER (2 * sizeof(size_t))
 #define GLIBC_IS_MMAPPED 0x2
 #define GLIBC_SIZE_BITS 0x7
 /* The size of a non-main arena's heap on LP64 (2 * DEFAULT_MMAP_THRESHOLD_MAX). */
@@ -56,19 +55,28 @@ static struct {
 static bool installed;
 /* False when the free that slots reached is not glibc's (another hooker,
  * UCX's libucm in reloc mode, put its own allocator behind the GOT): its
- * blocks have no glibc header to read. */
+ * block headers are not glibc's. */
 static bool glibc_chunks;
 
-static inline void announce_mmapped_chunk(void *p)
+/* Off the common path: a chunk with the IS_MMAPPED bit set. */
+static __attribute__((noinline, cold)) void announce_mmapped(const size_t *header)
 {
-    if (NULL == p || !__atomic_load_n(&glibc_chunks, __ATOMIC_RELAXED)) {
-        return;
-    }
-    const size_t *header = (const size_t *) p - 2;
-    if (header[1] & GLIBC_IS_MMAPPED) {
-        uintptr_t start = (uintptr_t) p - GLIBC_CHUNK_HEADER - header[0];
+    /* Another allocator behind the GOT (UCX's dlmalloc) also keeps a size
+     * word there, with other meanings for its bits: believe the bit only
+     * when the blocks are glibc's. */
+    if (__atomic_load_n(&glibc_chunks, __ATOMIC_RELAXED)) {
+        uintptr_t start = (uintptr_t) header - header[0];
         size_t len = header[0] + (header[1] & ~(size_t) GLIBC_SIZE_BITS);
         opal_mem_hooks_dispatch(start, len, true);
+    }
+}
+
+/* Every free passes here: a test of one bit, then the chain. */
+static inline void announce_mmapped_chunk(void *p)
+{
+    const size_t *header = (const size_t *) p - 2;
+    if (NULL != p && __builtin_expect(header[1] & GLIBC_IS_MMAPPED, 0)) {
+        announce_mmapped(header);
     }
 }
 
