@@ -132,7 +132,7 @@ static inline int munmap_common(int v, void *addr, size_t len)
     if (__builtin_expect(chain_frames_needed, 0)) {
         return munmap_framed(v, addr, len);
     }
-    opal_mem_hooks_dispatch((uintptr_t) addr, len, true);
+    opal_mem_hooks_report((uintptr_t) addr, len);
     return chain.munmap[v](addr, len);
 }
 static int intercept_munmap(void *addr, size_t len) { return munmap_common(0, addr, len); }
@@ -194,7 +194,7 @@ static inline int madvise_common(int v, void *addr, size_t len, int advice)
     if (__builtin_expect(chain_frames_needed, 0)) {
         return madvise_framed(v, addr, len, advice);
     }
-    opal_mem_hooks_dispatch((uintptr_t) addr, len, true);
+    opal_mem_hooks_report((uintptr_t) addr, len);
     return chain.madvise[v](addr, len, advice);
 }
 static int intercept_madvise(void *addr, size_t len, int advice) { return madvise_common(0, addr, len, advice); }

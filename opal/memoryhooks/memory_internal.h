@@ -48,6 +48,30 @@ extern __thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACK
  */
 void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc) OPAL_MEM_HOOKS_HIDDEN;
 
+/*
+ * opal_mem_hooks_dispatch(start, len, true), with the one-callback case
+ * inlined into the intercept: the hottest path (munmap, madvise) then makes
+ * a single call, to the callback itself.
+ */
+static inline void opal_mem_hooks_report(uintptr_t start, size_t len)
+{
+    if (__builtin_expect(1 != __atomic_load_n(&opal_mem_hooks_slots_used, __ATOMIC_ACQUIRE), 0)) {
+        opal_mem_hooks_dispatch(start, len, true);
+        return;
+    }
+    opal_mem_hooks_slot_t *slot = &opal_mem_hooks_slots[0];
+    /* Announce, then look (seq_cst both): see opal_mem_hooks_unregister_release. */
+    __atomic_add_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+    opal_mem_hooks_callback_fn_t *func = __atomic_load_n(&slot->func, __ATOMIC_SEQ_CST);
+    if (__builtin_expect(NULL != func, 1)) {
+        const uintptr_t mask = opal_mem_hooks_page_size - 1;
+        opal_mem_hooks_calling[0]++;
+        func((void *) start, (len + mask) & ~mask, __atomic_load_n(&slot->cbdata, __ATOMIC_RELAXED), true);
+        opal_mem_hooks_calling[0]--;
+    }
+    __atomic_sub_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+}
+
 /* Install the intercepts with the selected patcher; all or nothing. */
 int opal_mem_hooks_install_intercepts(void);
 /*
