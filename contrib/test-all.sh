@@ -81,6 +81,15 @@ install_and_use() {
     fi
 }
 
+# The configuration really has its components built in (no DSO to load).
+expect_builtin() {
+    if grep -q "components as DSO plugins: no" configure.out && ! ls .libs/mca_*.so >/dev/null 2>&1; then
+        echo "[$1] components are built into the library: passed"; passed=$((passed + 1))
+    else
+        echo "[$1] FAILED: --disable-dlopen still built DSO components"; failed=$((failed + 1)); failures+=("$1-mode")
+    fi
+}
+
 run_config() {
     case $1 in
     dso)
@@ -90,6 +99,7 @@ run_config() {
         install_and_use ;;
     builtin)
         build builtin --disable-dlopen || { failed=$((failed + 1)); failures+=(builtin); return; }
+        expect_builtin builtin
         check builtin-linux OMPI_MCA_patcher=linux
         check builtin-overwrite OMPI_MCA_patcher=overwrite ;;
     static)
@@ -99,6 +109,7 @@ run_config() {
         build asan --disable-dlopen --enable-debug \
             CFLAGS="-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
             LDFLAGS="-fsanitize=address,undefined" || { failed=$((failed + 1)); failures+=(asan); return; }
+        expect_builtin asan
         check asan-overwrite OMPI_MCA_patcher=overwrite OPAL_TEST_SANITIZER=1 \
             ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
         check asan-linux OMPI_MCA_patcher=linux OPAL_TEST_SANITIZER=1 \
