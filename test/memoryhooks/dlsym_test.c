@@ -17,17 +17,8 @@
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
 #include "test/support/test_util.h"
+#include "test/support/watch.h"
 
-static volatile int events;
-static uintptr_t watched;
-
-static void on_release(void *buf, size_t length, void *cbdata, bool from_alloc)
-{
-    (void) cbdata, (void) from_alloc;
-    if ((uintptr_t) buf <= watched && watched < (uintptr_t) buf + length) {
-        events++;
-    }
-}
 
 static void *map_page(void)
 {
