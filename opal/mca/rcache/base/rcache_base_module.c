@@ -129,21 +129,23 @@ static int hooks_for_new_module(bool *leave_pinned, bool *hooked)
     if (!*leave_pinned || !mca_rcache_base_release_hooks) {
         return OPAL_SUCCESS;
     }
-    if (0 == hooked_modules) {
-        int rc = opal_mem_hooks_register_release(mca_rcache_base_release_cb, NULL);
-        if (OPAL_SUCCESS != rc) {
-            if (1 == mca_rcache_base_leave_pinned) {
-                opal_output("rcache: mpi_leave_pinned is 1 but the memory release hooks cannot "
-                            "be installed here (%s); set mpi_leave_pinned to -1 or 0",
-                            opal_strerror(rc));
-                return rc;
-            }
-            opal_output_verbose(opal_rcache_base_framework.framework_verbose, 1,
-                                "rcache: no memory release hooks (%s): leave_pinned off",
-                                opal_strerror(rc));
-            *leave_pinned = false;
-            return OPAL_SUCCESS;
+    /* The first module registers the callback; a later one checks that our
+     * intercepts are still in front (support_level puts them back in front
+     * of a hooker loaded since, such as UCX in bistro mode, or says 0). */
+    int rc = 0 == hooked_modules ? opal_mem_hooks_register_release(mca_rcache_base_release_cb, NULL)
+             : 0 != opal_mem_hooks_support_level() ? OPAL_SUCCESS : OPAL_ERR_NOT_AVAILABLE;
+    if (OPAL_SUCCESS != rc) {
+        if (1 == mca_rcache_base_leave_pinned) {
+            opal_output("rcache: mpi_leave_pinned is 1 but the memory release hooks cannot "
+                        "be installed here (%s); set mpi_leave_pinned to -1 or 0",
+                        opal_strerror(rc));
+            return rc;
         }
+        opal_output_verbose(opal_rcache_base_framework.framework_verbose, 1,
+                            "rcache: no memory release hooks (%s): leave_pinned off",
+                            opal_strerror(rc));
+        *leave_pinned = false;
+        return OPAL_SUCCESS;
     }
     hooked_modules++;
     *hooked = true;
