@@ -1,8 +1,7 @@
 /*
  * All or nothing: when one intercept cannot be installed, everything
  * already patched is undone and no support level is claimed.  We make the
- * last target (shmat) unpatchable for the overwrite component by putting a
- * `ret` at its entry first — the relocator must decline it.
+ * last target (shmat) unpatchable for the overwrite component.
  */
 #include "opal_config.h"
 
@@ -20,18 +19,11 @@
 #include "opal/runtime/opal.h"
 #include "test/support/snapshot.h"
 #include "test/support/test_util.h"
+#include "test/support/unpatchable.h"
 
 static void callback(void *buf, size_t len, void *cbdata, bool from_alloc)
 {
     (void) buf, (void) len, (void) cbdata, (void) from_alloc;
-}
-
-static void write_byte(uintptr_t at, unsigned char byte)
-{
-    uintptr_t page = at & ~(uintptr_t) 4095;
-    mprotect((void *) page, 8192, PROT_READ | PROT_WRITE | PROT_EXEC);
-    *(volatile unsigned char *) at = byte;
-    mprotect((void *) page, 8192, PROT_READ | PROT_EXEC);
 }
 
 int main(int argc, char **argv)
@@ -39,10 +31,8 @@ int main(int argc, char **argv)
     (void) argc;
     snapshot_bind_now(argv);
     setenv("OMPI_MCA_patcher", "overwrite", 1);
-    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
-    uintptr_t shmat_entry = (uintptr_t) dlsym(libc, "shmat");
-    unsigned char saved = *(unsigned char *) shmat_entry;
-    write_byte(shmat_entry, 0xc3); /* ret */
+    test_unpatchable_t shmat_broken;
+    test_make_unpatchable(&shmat_broken, "shmat"); /* the last target */
 
     snapshot_t before;
     snapshot_take(&before);
@@ -54,12 +44,11 @@ int main(int argc, char **argv)
     opal_finalize_util();
 
     /* With shmat whole again, the same process sets up fine. */
-    write_byte(shmat_entry, saved);
+    test_make_patchable_again(&shmat_broken);
     CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(callback, NULL));
     CHECK(0 != opal_mem_hooks_support_level());
     opal_finalize_util();
     snapshot_free(&before);
-    dlclose(libc);
     return test_finish("all_or_nothing_test");
 }
