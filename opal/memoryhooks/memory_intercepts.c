@@ -236,6 +236,11 @@ static uintptr_t current_break(void)
 
 static int brk_common(int v, void *addr)
 {
+    /* brk(NULL) asks for the current break (glibc's sbrk does on first
+     * use): the kernel moves nothing. */
+    if (NULL == addr) {
+        return chain.brk[v](addr);
+    }
     uintptr_t cur = current_break();
     chain_frame_t frame;
     release(&frame, page_align_up((uintptr_t) addr), page_align_up(cur));

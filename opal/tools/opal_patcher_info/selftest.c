@@ -236,6 +236,11 @@ static int check_brk(void)
     start_check(align_up(cur));
     brk((void *) cur);
     failed += expect_release("brk (shrink)", align_up(cur), align_up(cur + 4 * page));
+
+    /* brk(NULL) only asks where the break is. */
+    start_check(0);
+    brk(NULL);
+    failed += expect_no_event("brk (NULL: a query)", 0, align_up(cur));
     return failed;
 }
 
