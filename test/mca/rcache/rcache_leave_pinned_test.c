@@ -51,6 +51,16 @@ static long registrations_for_two_uses(mca_rcache_base_module_t *rcache)
     return dev.registered - before;
 }
 
+/* The cache registers `expected` times for two uses, then is destroyed. */
+static void use_and_destroy(mca_rcache_base_module_t *rcache, long expected, const char *what)
+{
+    CHECK_MSG(NULL != rcache, "%s: no cache", what);
+    if (rcache) {
+        CHECK_MSG(expected == registrations_for_two_uses(rcache), "%s", what);
+        CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));
+    }
+}
+
 int main(void)
 {
     setenv("OMPI_MCA_patcher", "overwrite", 1);
@@ -63,30 +73,15 @@ int main(void)
     CHECK_MSG(strstr(msg, "mpi_leave_pinned"), "message was: %s", msg);
     opal_finalize_util();
 
-    rcache = create("-1", &msg);
-    CHECK(NULL != rcache);
-    if (rcache) {
-        CHECK_MSG(2 == registrations_for_two_uses(rcache), "auto leave_pinned cached without hooks");
-        CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));
-    }
+    use_and_destroy(create("-1", &msg), 2, "auto leave_pinned cached without hooks");
     opal_finalize_util();
 
-    rcache = create("0", &msg);
-    CHECK(NULL != rcache);
-    if (rcache) {
-        CHECK(2 == registrations_for_two_uses(rcache));
-        CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));
-    }
+    use_and_destroy(create("0", &msg), 2, "leave_pinned=0 cached");
     opal_finalize_util();
 
     /* Hooks available again: leave_pinned=1 caches. */
     test_make_patchable_again(&broken);
-    rcache = create("1", &msg);
-    CHECK(NULL != rcache);
-    if (rcache) {
-        CHECK_MSG(1 == registrations_for_two_uses(rcache), "leave_pinned=1 did not cache");
-        CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));
-    }
+    use_and_destroy(create("1", &msg), 1, "leave_pinned=1 did not cache");
     opal_finalize_util();
     CHECK(dev.registered == dev.deregistered && 0 == dev.bad_dereg);
     return test_finish("rcache_leave_pinned_test");
