@@ -28,6 +28,7 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_variants.h"
 #include "opal/util/output.h"
 #include "opal/util/proc_maps.h"
 #include "opal/util/valgrind.h"
@@ -45,26 +46,28 @@
 #define GLIBC_HEAP_MAX_SIZE (64UL << 20)
 #define GLIBC_DEFAULT_TRIM_THRESHOLD (128 * 1024)
 
+/* What each intercept chains to, per variant (memory_variants.h): the
+ * allocator callers reach, and each namespace's copy of glibc's. */
 static struct {
-    void (*free)(void *);
-    void *(*realloc)(void *, size_t);
-    void *(*reallocarray)(void *, size_t, size_t);
-    int (*malloc_trim)(size_t);
+    void (*free[NUM_VARIANTS])(void *);
+    void *(*realloc[NUM_VARIANTS])(void *, size_t);
+    void *(*reallocarray[NUM_VARIANTS])(void *, size_t, size_t);
+    int (*malloc_trim[NUM_VARIANTS])(size_t);
 } chain;
 
 static bool installed;
-/* False when the free that slots reached is not glibc's (another hooker,
- * UCX's libucm in reloc mode, put its own allocator behind the GOT): its
- * block headers are not glibc's. */
-static bool glibc_chunks;
+/* Per variant, whether the blocks are glibc's: false when the free that
+ * slots reached is not (another hooker, UCX's libucm in reloc mode, put
+ * its own allocator behind the GOT). */
+static bool glibc_chunks[NUM_VARIANTS];
 
 /* Off the common path: a chunk with the IS_MMAPPED bit set. */
-static __attribute__((noinline, cold)) void announce_mmapped(const size_t *header)
+static __attribute__((noinline, cold)) void announce_mmapped(int v, const size_t *header)
 {
     /* Another allocator behind the GOT (UCX's dlmalloc) also keeps a size
      * word there, with other meanings for its bits: believe the bit only
      * when the blocks are glibc's. */
-    if (__atomic_load_n(&glibc_chunks, __ATOMIC_RELAXED)) {
+    if (__atomic_load_n(&glibc_chunks[v], __ATOMIC_RELAXED)) {
         uintptr_t start = (uintptr_t) header - header[0];
         size_t len = header[0] + (header[1] & ~(size_t) GLIBC_SIZE_BITS);
         opal_mem_hooks_dispatch(start, len, true);
@@ -72,32 +75,35 @@ static __attribute__((noinline, cold)) void announce_mmapped(const size_t *heade
 }
 
 /* Every free passes here: a test of one bit, then the chain. */
-static inline void announce_mmapped_chunk(void *p)
+static inline void announce_mmapped_chunk(int v, void *p)
 {
     const size_t *header = (const size_t *) p - 2;
     if (NULL != p && __builtin_expect(header[1] & GLIBC_IS_MMAPPED, 0)) {
-        announce_mmapped(header);
+        announce_mmapped(v, header);
     }
 }
 
-static void intercept_free(void *p)
+static inline void free_common(int v, void *p)
 {
-    announce_mmapped_chunk(p);
-    chain.free(p);
+    announce_mmapped_chunk(v, p);
+    chain.free[v](p);
 }
+DEFINE_VOID_ENTRIES(free, (void *p), (p))
 
 /* realloc may move or shrink an mmapped chunk (mremap) or free it. */
-static void *intercept_realloc(void *p, size_t size)
+static inline void *realloc_common(int v, void *p, size_t size)
 {
-    announce_mmapped_chunk(p);
-    return chain.realloc(p, size);
+    announce_mmapped_chunk(v, p);
+    return chain.realloc[v](p, size);
 }
+DEFINE_ENTRIES(realloc, void *, (void *p, size_t size), (p, size))
 
-static void *intercept_reallocarray(void *p, size_t n, size_t size)
+static inline void *reallocarray_common(int v, void *p, size_t n, size_t size)
 {
-    announce_mmapped_chunk(p);
-    return chain.reallocarray(p, n, size);
+    announce_mmapped_chunk(v, p);
+    return chain.reallocarray[v](p, n, size);
 }
+DEFINE_ENTRIES(reallocarray, void *, (void *p, size_t n, size_t size), (p, n, size))
 
 static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
 {
@@ -110,23 +116,27 @@ static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
     return true;
 }
 
-static int intercept_malloc_trim(size_t pad)
+/* A namespace's copy trims its own heaps: announcing every heap of the
+ * process is more than needed, never less. */
+static int malloc_trim_common(int v, size_t pad)
 {
     /* Outside the allocator's lock yet: from_alloc is false. */
     opal_proc_maps_foreach(announce_trimmable, NULL);
-    return chain.malloc_trim(pad);
+    return chain.malloc_trim[v](pad);
 }
+DEFINE_ENTRIES(malloc_trim, int, (size_t pad), (pad))
 
 static const struct {
     const char *name;
-    void *entry;
-    void **chain;
+    uintptr_t entry[NUM_VARIANTS];
+    void **chain; /* chain[NUM_VARIANTS] */
 } alloc_targets[] = {
-    {"free", (void *) intercept_free, (void **) &chain.free},
-    {"realloc", (void *) intercept_realloc, (void **) &chain.realloc},
-    {"reallocarray", (void *) intercept_reallocarray, (void **) &chain.reallocarray},
-    {"malloc_trim", (void *) intercept_malloc_trim, (void **) &chain.malloc_trim},
+    {"free", ENTRY_ADDRESSES(free), (void **) chain.free},
+    {"realloc", ENTRY_ADDRESSES(realloc), (void **) chain.realloc},
+    {"reallocarray", ENTRY_ADDRESSES(reallocarray), (void **) chain.reallocarray},
+    {"malloc_trim", ENTRY_ADDRESSES(malloc_trim), (void **) chain.malloc_trim},
 };
+#define NUM_ALLOC_TARGETS (sizeof(alloc_targets) / sizeof(alloc_targets[0]))
 
 /* libc's own free, or NULL when it cannot be told (static executable). */
 static void *libc_free(void)
@@ -178,26 +188,84 @@ int opal_mem_hooks_install_alloc_intercepts(void)
     }
     /* Set before free can reach the intercept; cleared below if the chain
      * turns out to be another allocator. */
-    __atomic_store_n(&glibc_chunks, true, __ATOMIC_RELAXED);
-    for (size_t i = 0; i < sizeof(alloc_targets) / sizeof(alloc_targets[0]); i++) {
-        int rc = opal_patcher->patch_symbol(alloc_targets[i].name, (uintptr_t) alloc_targets[i].entry,
-                                            (uintptr_t *) alloc_targets[i].chain);
-        if (OPAL_SUCCESS != rc || NULL == *alloc_targets[i].chain) {
+    __atomic_store_n(&glibc_chunks[VARIANT_GLOBAL], true, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
+        int rc = opal_patcher->patch_symbol(alloc_targets[i].name, alloc_targets[i].entry[VARIANT_GLOBAL],
+                                            (uintptr_t *) &alloc_targets[i].chain[VARIANT_GLOBAL]);
+        if (OPAL_SUCCESS != rc || NULL == alloc_targets[i].chain[VARIANT_GLOBAL]) {
             opal_output("cannot intercept %s: %s", alloc_targets[i].name,
                         OPAL_SUCCESS != rc ? opal_strerror(rc) : "no definition to chain to");
             return OPAL_SUCCESS != rc ? rc : OPAL_ERR_NOT_FOUND;
         }
     }
-    if (NULL != glibc_free && (void *) chain.free != glibc_free) {
-        __atomic_store_n(&glibc_chunks, false, __ATOMIC_RELAXED);
+    if (NULL != glibc_free && (void *) chain.free[VARIANT_GLOBAL] != glibc_free) {
+        __atomic_store_n(&glibc_chunks[VARIANT_GLOBAL], false, __ATOMIC_RELAXED);
         opal_output_verbose(opal_patcher_base_framework.framework_verbose, 1,
                             "free reaches another allocator than glibc's (%p, not %p): its "
                             "blocks are not announced by the allocator intercepts",
-                            (void *) chain.free, glibc_free);
+                            (void *) chain.free[VARIANT_GLOBAL], glibc_free);
     }
     mallopt(M_TRIM_THRESHOLD, -1);
     installed = true;
     return OPAL_SUCCESS;
+}
+
+/*
+ * A namespace's copy of glibc: the calls that reach its allocator go to
+ * variant v, chaining to it.  Its automatic trimming is turned off too.
+ */
+int opal_mem_hooks_patch_alloc_copy(int v, uintptr_t (*lookup)(const char *name, void *arg), void *arg)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL == patcher || NULL == patcher->patch_definition) {
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    __atomic_store_n(&glibc_chunks[v], true, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
+        uintptr_t def = lookup(alloc_targets[i].name, arg);
+        if (0 == def) {
+            continue;
+        }
+        /* The chain before the first slot points to the entry. */
+        __atomic_store_n(&alloc_targets[i].chain[v], (void *) def, __ATOMIC_RELEASE);
+        int rc = patcher->patch_definition(alloc_targets[i].name, def, alloc_targets[i].entry[v]);
+        if (OPAL_SUCCESS != rc) {
+            opal_mem_hooks_unpatch_alloc_copy(v, false);
+            return rc;
+        }
+    }
+    int (*copy_mallopt)(int, int) = (int (*)(int, int)) lookup("mallopt", arg);
+    if (NULL != copy_mallopt) {
+        copy_mallopt(M_TRIM_THRESHOLD, -1);
+    }
+    return OPAL_SUCCESS;
+}
+
+static bool patch_to_variant(mca_patcher_base_patch_t *patch, void *arg)
+{
+    const int v = *(const int *) arg;
+    for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
+        if (patch->patch_value == alloc_targets[i].entry[v]) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void opal_mem_hooks_unpatch_alloc_copy(int v, bool unloaded)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL == patcher || NULL == patcher->patch_retire) {
+        return;
+    }
+    for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
+        patcher->patch_retire(alloc_targets[i].entry[v]);
+    }
+    if (unloaded) {
+        mca_patcher_base_forget_patches(patcher, patch_to_variant, &v);
+    } else {
+        mca_patcher_base_restore_patches(patcher, patch_to_variant, &v);
+    }
 }
 
 void opal_mem_hooks_uninstall_alloc_intercepts(void)

@@ -4,10 +4,11 @@
  * (a GOT slot's previous value or a trampoline) — never to "the libc
  * function" by name, so that another hooker installed before us still runs.
  *
- * A process may hold two definitions of a function: an interposer's (what
- * callers reach) and libc's own (what libc's internal calls reach).  An
- * address-based patcher patches both, each with its own entry point
- * (variant 0 and 1) so that each chains to its own previous code.
+ * A process may hold several definitions of a function: an interposer's
+ * (what callers reach), libc's own (what libc's internal calls reach), and
+ * the copy of libc in each dlmopen namespace (memory_dl.c).  An
+ * address-based patcher patches each, with its own entry point (a variant,
+ * memory_variants.h) so that each chains to its own previous code.
  *
  * Hook-path rules: no allocation, no lock, no stdio; only this thread's
  * TLS (initial-exec: no allocation on first touch).
@@ -28,6 +29,7 @@
 #include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory_intercepts.h"
 #include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_variants.h"
 #include "opal/util/output.h"
 #include "opal/util/proc_maps.h"
 
@@ -101,14 +103,14 @@ static inline bool page_aligned(const void *p)
 
 /* What each intercept chains to, per variant. */
 static struct {
-    int (*munmap[2])(void *, size_t);
-    void *(*mremap[2])(void *, size_t, size_t, int, ...);
-    int (*madvise[2])(void *, size_t, int);
-    void *(*mmap[2])(void *, size_t, int, int, int, off_t);
-    int (*brk[2])(void *);
-    void *(*sbrk[2])(intptr_t);
-    int (*shmdt[2])(const void *);
-    void *(*shmat[2])(int, const void *, int);
+    int (*munmap[NUM_VARIANTS])(void *, size_t);
+    void *(*mremap[NUM_VARIANTS])(void *, size_t, size_t, int, ...);
+    int (*madvise[NUM_VARIANTS])(void *, size_t, int);
+    void *(*mmap[NUM_VARIANTS])(void *, size_t, int, int, int, off_t);
+    int (*brk[NUM_VARIANTS])(void *);
+    void *(*sbrk[NUM_VARIANTS])(intptr_t);
+    int (*shmdt[NUM_VARIANTS])(const void *);
+    void *(*shmat[NUM_VARIANTS])(int, const void *, int);
 } chain;
 
 /* Cold paths live apart, so that the common one needs no stack frame. */
@@ -135,8 +137,7 @@ static inline int munmap_common(int v, void *addr, size_t len)
     opal_mem_hooks_report((uintptr_t) addr, len);
     return chain.munmap[v](addr, len);
 }
-static int intercept_munmap(void *addr, size_t len) { return munmap_common(0, addr, len); }
-static int intercept_munmap_1(void *addr, size_t len) { return munmap_common(1, addr, len); }
+DEFINE_ENTRIES(munmap, int, (void *addr, size_t len), (addr, len))
 
 /*
  * mremap releases the old range when it may move (MAYMOVE/FIXED, also
@@ -162,14 +163,8 @@ static void *mremap_common(int v, void *old, size_t old_size, size_t new_size, i
     chain_done(&frame);
     return rc;
 }
-static void *intercept_mremap(void *old, size_t old_size, size_t new_size, int flags, void *new_addr)
-{
-    return mremap_common(0, old, old_size, new_size, flags, new_addr);
-}
-static void *intercept_mremap_1(void *old, size_t old_size, size_t new_size, int flags, void *new_addr)
-{
-    return mremap_common(1, old, old_size, new_size, flags, new_addr);
-}
+DEFINE_ENTRIES(mremap, void *, (void *old, size_t old_size, size_t new_size, int flags, void *new_addr),
+               (old, old_size, new_size, flags, new_addr))
 
 static bool advice_drops_pages(int advice)
 {
@@ -197,8 +192,7 @@ static inline int madvise_common(int v, void *addr, size_t len, int advice)
     opal_mem_hooks_report((uintptr_t) addr, len);
     return chain.madvise[v](addr, len, advice);
 }
-static int intercept_madvise(void *addr, size_t len, int advice) { return madvise_common(0, addr, len, advice); }
-static int intercept_madvise_1(void *addr, size_t len, int advice) { return madvise_common(1, addr, len, advice); }
+DEFINE_ENTRIES(madvise, int, (void *addr, size_t len, int advice), (addr, len, advice))
 
 static OPAL_COLD void *mmap_framed(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -219,14 +213,8 @@ static inline void *mmap_common(int v, void *addr, size_t len, int prot, int fla
     return mmap_framed(v, addr, len, prot, flags, fd, off);
 }
 
-static void *intercept_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-    return mmap_common(0, addr, len, prot, flags, fd, off);
-}
-static void *intercept_mmap_1(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-    return mmap_common(1, addr, len, prot, flags, fd, off);
-}
+DEFINE_ENTRIES(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t off),
+               (addr, len, prot, flags, fd, off))
 
 /* The kernel's current break (libc's cached copy may be stale). */
 static uintptr_t current_break(void)
@@ -248,8 +236,7 @@ static int brk_common(int v, void *addr)
     chain_done(&frame);
     return rc;
 }
-static int intercept_brk(void *addr) { return brk_common(0, addr); }
-static int intercept_brk_1(void *addr) { return brk_common(1, addr); }
+DEFINE_ENTRIES(brk, int, (void *addr), (addr))
 
 static void *sbrk_common(int v, intptr_t increment)
 {
@@ -263,8 +250,7 @@ static void *sbrk_common(int v, intptr_t increment)
     chain_done(&frame);
     return rc;
 }
-static void *intercept_sbrk(intptr_t increment) { return sbrk_common(0, increment); }
-static void *intercept_sbrk_1(intptr_t increment) { return sbrk_common(1, increment); }
+DEFINE_ENTRIES(sbrk, void *, (intptr_t increment), (increment))
 
 /* A SysV segment's size, from its shmid, without allocating. */
 static size_t shm_segment_size(int shmid)
@@ -288,8 +274,7 @@ static int shmdt_common(int v, const void *addr)
     chain_done(&frame);
     return rc;
 }
-static int intercept_shmdt(const void *addr) { return shmdt_common(0, addr); }
-static int intercept_shmdt_1(const void *addr) { return shmdt_common(1, addr); }
+DEFINE_ENTRIES(shmdt, int, (const void *addr), (addr))
 
 static void *shmat_common(int v, int shmid, const void *addr, int flags)
 {
@@ -303,21 +288,18 @@ static void *shmat_common(int v, int shmid, const void *addr, int flags)
     chain_done(&frame);
     return rc;
 }
-static void *intercept_shmat(int shmid, const void *addr, int flags) { return shmat_common(0, shmid, addr, flags); }
-static void *intercept_shmat_1(int shmid, const void *addr, int flags) { return shmat_common(1, shmid, addr, flags); }
+DEFINE_ENTRIES(shmat, void *, (int shmid, const void *addr, int flags), (shmid, addr, flags))
 
 /* What we intercept.  mmap64 is the same function as mmap on LP64 glibc,
  * but objects may import it under either name. */
 typedef struct intercept_target_t {
     const char *name;
     uintptr_t link_addr;       /* the definition as this library links it */
-    uintptr_t entry[2];        /* intercept per variant */
-    void **chain;              /* chain[2] */
+    uintptr_t entry[NUM_VARIANTS]; /* intercept per variant */
+    void **chain;                  /* chain[NUM_VARIANTS] */
 } intercept_target_t;
 
-#define TARGET(sym, real, fn)                                                      \
-    { #sym, (uintptr_t) &real, {(uintptr_t) &intercept_##fn, (uintptr_t) &intercept_##fn##_1}, \
-      (void **) chain.fn }
+#define TARGET(sym, real, fn) {#sym, (uintptr_t) &real, ENTRY_ADDRESSES(fn), (void **) chain.fn}
 
 static const intercept_target_t targets[] = {
     TARGET(munmap, munmap, munmap),
@@ -334,7 +316,7 @@ static const intercept_target_t targets[] = {
 
 /* The functions an address-based patcher patched, per target and variant
  * (0 where nothing was patched: an alias of another target, no variant). */
-static uintptr_t patched[NUM_TARGETS][2];
+static uintptr_t patched[NUM_TARGETS][NUM_VARIANTS];
 
 /*
  * The definitions of name in this process: [0] what callers reach, [1]
@@ -361,39 +343,50 @@ static void find_definitions(const intercept_target_t *t, uintptr_t def[2])
     }
 }
 
+/*
+ * Send calls of def to variant v's entry; the chain is stored before the
+ * patch goes live (other threads may enter the intercept at once).  A def
+ * patched already under another name (mmap64 is mmap) is only chained to.
+ */
+static int patch_definition(mca_patcher_base_module_t *patcher, const intercept_target_t *t, int v,
+                            uintptr_t def)
+{
+    const uintptr_t to = mca_patcher_base_chain_of(patcher, def);
+    if (0 != to) {
+        t->chain[v] = (void *) to;
+        return OPAL_SUCCESS;
+    }
+    int rc = patcher->patch_address_chain
+                 ? patcher->patch_address_chain(def, t->entry[v], (uintptr_t *) &t->chain[v])
+                 : patcher->patch_address(def, t->entry[v]);
+    if (OPAL_SUCCESS != rc) {
+        opal_output("cannot intercept %s at %p with patcher %s: %s", t->name, (void *) def,
+                    patcher->super.module_component->mca_component_name, opal_strerror(rc));
+        return rc;
+    }
+    if (NULL == patcher->patch_address_chain) {
+        t->chain[v] = (void *) mca_patcher_base_chain_of(patcher, def);
+    }
+    mca_patcher_base_name_patch(patcher, def, t->name);
+    patched[t - targets][v] = def;
+    return OPAL_SUCCESS;
+}
+
 static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_target_t *t)
 {
     uintptr_t def[2];
     find_definitions(t, def);
-    uintptr_t *done = patched[t - targets];
-    done[0] = done[1] = 0;
+    patched[t - targets][VARIANT_GLOBAL] = patched[t - targets][VARIANT_LIBC] = 0;
     chain_frames_needed |= (0 != def[1]);
-    for (int v = 0; v < 2; v++) {
+    for (int v = VARIANT_GLOBAL; v <= VARIANT_LIBC; v++) {
         if (0 == def[v]) {
-            t->chain[v] = t->chain[0];
+            t->chain[v] = t->chain[VARIANT_GLOBAL];
             continue;
         }
-        /* Already patched under another name (mmap64 is mmap). */
-        uintptr_t to = mca_patcher_base_chain_of(patcher, def[v]);
-        if (0 != to) {
-            t->chain[v] = (void *) to;
-            continue;
-        }
-        /* The chain must be in place before the jump goes live: other
-         * threads may enter the intercept at once. */
-        int rc = patcher->patch_address_chain
-                     ? patcher->patch_address_chain(def[v], t->entry[v], (uintptr_t *) &t->chain[v])
-                     : patcher->patch_address(def[v], t->entry[v]);
+        int rc = patch_definition(patcher, t, v, def[v]);
         if (OPAL_SUCCESS != rc) {
-            opal_output("cannot intercept %s at %p with patcher %s: %s", t->name, (void *) def[v],
-                        patcher->super.module_component->mca_component_name, opal_strerror(rc));
             return rc;
         }
-        if (NULL == patcher->patch_address_chain) {
-            t->chain[v] = (void *) mca_patcher_base_chain_of(patcher, def[v]);
-        }
-        mca_patcher_base_name_patch(patcher, def[v], t->name);
-        done[v] = def[v];
     }
     return OPAL_SUCCESS;
 }
@@ -429,7 +422,7 @@ int opal_mem_hooks_check_intercepts(void)
     }
     for (size_t i = 0; i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < NUM_VARIANTS; v++) {
             const uintptr_t func = patched[i][v];
             if (0 == func || jump_intact(patcher, func)) {
                 continue;
@@ -445,12 +438,70 @@ int opal_mem_hooks_check_intercepts(void)
                 return rc;
             }
             mca_patcher_base_name_patch(patcher, func, t->name);
-            if (0 == v && 0 == patched[i][1]) {
-                t->chain[1] = t->chain[0];
+            if (VARIANT_GLOBAL == v && 0 == patched[i][VARIANT_LIBC]) {
+                t->chain[VARIANT_LIBC] = t->chain[VARIANT_GLOBAL];
             }
         }
     }
     return OPAL_SUCCESS;
+}
+
+int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL == patcher || NULL == patcher->patch_address || variant < OPAL_MEM_HOOKS_FIRST_COPY_VARIANT ||
+        variant >= NUM_VARIANTS) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    for (size_t i = 0; i < NUM_TARGETS; i++) {
+        const intercept_target_t *t = &targets[i];
+        const uintptr_t def = lookup(t->name, arg);
+        patched[i][variant] = 0;
+        if (0 == def) {
+            continue; /* the copy does not have it: nobody there can call it */
+        }
+        int rc = patch_definition(patcher, t, variant, def);
+        if (OPAL_SUCCESS != rc) {
+            opal_mem_hooks_unpatch_copy(variant, false);
+            return rc;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+bool opal_mem_hooks_copy_intact(int variant)
+{
+    for (size_t i = 0; i < NUM_TARGETS; i++) {
+        if (0 != patched[i][variant] && !jump_intact(opal_patcher, patched[i][variant])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
+{
+    const int v = *(const int *) arg;
+    for (size_t i = 0; i < NUM_TARGETS; i++) {
+        if (0 != patched[i][v] && patch->patch_func == patched[i][v]) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void opal_mem_hooks_unpatch_copy(int variant, bool unloaded)
+{
+    if (NULL != opal_patcher) {
+        if (unloaded) {
+            mca_patcher_base_forget_patches(opal_patcher, patch_of_variant, &variant);
+        } else {
+            mca_patcher_base_restore_patches(opal_patcher, patch_of_variant, &variant);
+        }
+    }
+    for (size_t i = 0; i < NUM_TARGETS; i++) {
+        patched[i][variant] = 0;
+    }
 }
 
 static int patch_by_symbol(mca_patcher_base_module_t *patcher, const intercept_target_t *t)
@@ -496,6 +547,8 @@ int opal_mem_hooks_install_intercepts(void)
         mca_patcher_base_fini();
         return OPAL_ERR_NOT_SUPPORTED;
     }
+    opal_mem_hooks_install_dl_watch();
+    opal_mem_hooks_sync_copies(); /* namespaces made before our setup */
     mca_patcher_base_set_selected_name(patcher->super.module_component->mca_component_name);
     return OPAL_SUCCESS;
 }
@@ -503,6 +556,7 @@ int opal_mem_hooks_install_intercepts(void)
 void opal_mem_hooks_uninstall_intercepts(void)
 {
     if (NULL != opal_patcher) {
+        opal_mem_hooks_forget_copies(); /* before anything is written back */
         mca_patcher_base_restore_patches(opal_patcher, NULL, NULL);
     }
     opal_mem_hooks_uninstall_alloc_intercepts();

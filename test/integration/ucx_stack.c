@@ -9,7 +9,8 @@
  * overwrite) or the claim, and the order:
  *   ucx-first   libucm loaded and UCX's handler installed, then our setup
  *   ours-first  libucm loaded, our setup, then UCX's handler
- *   ucx-late    our setup, then libucm/libucs loaded (dlopen), then the handler
+ *   ucx-late    our setup, then libucm/libucs loaded (dlopen): our events
+ *               arrive as soon as that dlopen returns; then the handler
  * Every child also checks that a lookup of "munmap" through dlsym
  * (RTLD_NEXT and RTLD_DEFAULT) made after our setup still produces events.
  *
@@ -198,6 +199,14 @@ static int run_child(const char *order, bool claim)
         install_ours(claim);
         if (late && !load_ucx()) {
             TEST_SKIP("libucm/libucs cannot be loaded: %s", dlerror());
+        }
+        if (late) {
+            /* Before any call of ours: UCX's constructor wrote over our
+             * jumps (bistro), and its dlopen put them back in front. */
+            char *p = map_pages(1);
+            watch(p, 4096);
+            munmap(p, 4096);
+            CHECK_MSG(our_hits > 0, "right after UCX was loaded: our callback saw no event");
         }
         install_ucx();
     }

@@ -37,6 +37,9 @@ struct mca_patcher_base_patch_t {
     unsigned patch_data_size;
     const char *patch_how;             /* static one-liner for opal_patcher_info */
     mca_patcher_base_restore_fn_t patch_restore;
+    /* The patched code is gone (its object was unloaded): release what the
+     * patch holds and write nothing.  NULL when there is nothing to release. */
+    mca_patcher_base_restore_fn_t patch_forget;
     void *patch_component_data;        /* the component's own (trampoline, object …) */
 };
 
@@ -63,6 +66,18 @@ typedef int (*mca_patcher_base_patch_address_fn_t)(uintptr_t func_addr, uintptr_
 typedef int (*mca_patcher_base_patch_address_chain_fn_t)(uintptr_t func_addr, uintptr_t new_addr,
                                                          uintptr_t *chain);
 
+/*
+ * Optional, for a patcher that redirects calls rather than code (GOT):
+ * redirect only the calls of 'symbol' that reach the definition 'def' (one
+ * copy of a library: each dlmopen namespace has its own libc) to new_addr,
+ * which chains to def itself.  Objects loaded later get it too, until
+ * patch_retire(new_addr); the patches made stay until restored through
+ * the base.
+ */
+typedef int (*mca_patcher_base_patch_definition_fn_t)(const char *symbol, uintptr_t def,
+                                                      uintptr_t new_addr);
+typedef void (*mca_patcher_base_patch_retire_fn_t)(uintptr_t new_addr);
+
 /* Called once before the first patch, and once after the last restore. */
 typedef int (*mca_patcher_base_init_fn_t)(void);
 typedef int (*mca_patcher_base_fini_fn_t)(void);
@@ -77,6 +92,8 @@ typedef struct mca_patcher_base_module_t {
     mca_patcher_base_patch_symbol_fn_t patch_symbol;
     mca_patcher_base_patch_address_fn_t patch_address;
     mca_patcher_base_patch_address_chain_fn_t patch_address_chain;
+    mca_patcher_base_patch_definition_fn_t patch_definition;
+    mca_patcher_base_patch_retire_fn_t patch_retire;
     /* A sentence for opal_patcher_info: what this mechanism cannot see. */
     const char *patch_limits;
 } mca_patcher_base_module_t;

@@ -34,6 +34,15 @@ int mca_patcher_base_select(void);
  */
 void mca_patcher_base_fini(void);
 
+/*
+ * A component that watches the loader itself (a GOT patcher) calls
+ * mca_patcher_base_loader_changed() after each dlopen, dlmopen and dlclose
+ * it saw, holding none of its locks; it calls the callback set by the
+ * patcher's user (NULL: none).
+ */
+void mca_patcher_base_set_loader_callback(void (*callback)(void));
+void mca_patcher_base_loader_changed(void);
+
 /* Who delivers our events, as mca_patcher_base_selected_name() reports it. */
 void mca_patcher_base_set_selected_name(const char *name);
 
@@ -48,6 +57,13 @@ void mca_patcher_base_patch_add(mca_patcher_base_module_t *module, mca_patcher_b
  */
 void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
                                       bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg);
+
+/*
+ * The same for patches whose code was unloaded: nothing is written there,
+ * each patch's patch_forget releases what it holds.
+ */
+void mca_patcher_base_forget_patches(mca_patcher_base_module_t *module,
+                                     bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg);
 
 /* Give the patch of the function at func_addr a symbol name (for opal_patcher_info). */
 void mca_patcher_base_name_patch(mca_patcher_base_module_t *module, uintptr_t func_addr, const char *symbol);

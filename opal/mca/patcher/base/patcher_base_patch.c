@@ -23,8 +23,9 @@ void mca_patcher_base_patch_add(mca_patcher_base_module_t *module, mca_patcher_b
     pthread_mutex_unlock(&module->patch_list_mutex);
 }
 
-void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
-                                      bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg)
+/* Remove the patches filter accepts, newest first, undoing each (restore) or not (forget). */
+static void remove_patches(mca_patcher_base_module_t *module,
+                           bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg, bool restore)
 {
     pthread_mutex_lock(&module->patch_list_mutex);
     /* Newest first: a location patched twice gets its oldest bytes back last. */
@@ -33,15 +34,27 @@ void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
         mca_patcher_base_patch_t *prev = (mca_patcher_base_patch_t *) patch->super.opal_list_prev;
         if (NULL == filter || filter(patch, arg)) {
             opal_list_remove_item(&module->patch_list, &patch->super);
-            if (patch->patch_restore) {
-                patch->patch_restore(patch);
+            mca_patcher_base_restore_fn_t undo = restore ? patch->patch_restore : patch->patch_forget;
+            if (undo) {
+                undo(patch);
             }
-
             free(patch);
         }
         patch = prev;
     }
     pthread_mutex_unlock(&module->patch_list_mutex);
+}
+
+void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
+                                      bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg)
+{
+    remove_patches(module, filter, arg, true);
+}
+
+void mca_patcher_base_forget_patches(mca_patcher_base_module_t *module,
+                                     bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg)
+{
+    remove_patches(module, filter, arg, false);
 }
 
 uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t func_addr)
@@ -68,4 +81,19 @@ void mca_patcher_base_name_patch(mca_patcher_base_module_t *module, uintptr_t fu
         }
     }
     pthread_mutex_unlock(&module->patch_list_mutex);
+}
+
+static void (*loader_callback)(void);
+
+void mca_patcher_base_set_loader_callback(void (*callback)(void))
+{
+    __atomic_store_n(&loader_callback, callback, __ATOMIC_RELEASE);
+}
+
+void mca_patcher_base_loader_changed(void)
+{
+    void (*callback)(void) = __atomic_load_n(&loader_callback, __ATOMIC_ACQUIRE);
+    if (NULL != callback) {
+        callback();
+    }
 }

@@ -9,7 +9,6 @@
  *   patcher_linux_module.c     module, the table of redirected symbols
  *   patcher_linux_got.c        walking objects, finding and rewriting slots
  *   patcher_linux_dl.c         the dlopen/dlmopen/dlclose/dlsym intercepts
- *   patcher_linux_search.c     the loader's library search, as the caller sees it
  */
 #ifndef OPAL_MCA_PATCHER_LINUX_H
 #define OPAL_MCA_PATCHER_LINUX_H
@@ -20,12 +19,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "opal/mca/patcher/base/base_dl.h"
 #include "opal/mca/patcher/patcher.h"
 
 extern mca_patcher_base_component_t mca_patcher_linux_component;
 extern mca_patcher_base_module_t mca_patcher_linux_module;
 
-#define MCA_PATCHER_LINUX_MAX_HOOKS   64
+/* Our memory hooks use 17 for themselves and 4 per dlmopen namespace (15 at most). */
+#define MCA_PATCHER_LINUX_MAX_HOOKS   128
 #define MCA_PATCHER_LINUX_MAX_SYMBOL  64
 #define MCA_PATCHER_LINUX_MAX_DEFS    8
 
@@ -42,6 +43,12 @@ typedef struct mca_patcher_linux_hook_t {
      * slot bound to another copy (a dlmopen namespace) must not be sent to
      * a chain that belongs to a different copy. */
     bool per_copy_state;
+    /* Nonzero: only slots that reach this definition are redirected (and
+     * chain to it): patch_definition. */
+    uintptr_t only_def;
+    /* No longer given to any slot (patch_retire); kept, since lock-free
+     * readers may be looking at it, and taken again by the same intercept. */
+    bool retired;
 } mca_patcher_linux_hook_t;
 
 /*
@@ -59,8 +66,13 @@ extern int mca_patcher_linux_verbose;
 
 /* --- module: the table --- */
 
-/* Add (or refresh) a redirection and apply it to every loaded object. */
-int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t *old_addr);
+/*
+ * Add (or refresh) a redirection and apply it to every loaded object: of
+ * every slot of symbol (only_def 0; *old_addr receives the chain), or of
+ * those that reach only_def.
+ */
+int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t only_def,
+                                  uintptr_t *old_addr);
 
 /* The intercept for a dlsym result, or the result itself (follows stacked hooks). */
 uintptr_t mca_patcher_linux_map_definition(uintptr_t addr);
@@ -95,9 +107,6 @@ void mca_patcher_linux_got_free_strings(void);
 uintptr_t mca_patcher_linux_dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(Phdr) *phdr,
                                     int phnum);
 
-/* The value of tag in a dynamic section, and whether it is there. */
-bool mca_patcher_linux_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t *value);
-
 /* --- dl: the watchers --- */
 
 /* Redirect dlopen, dlmopen, dlclose and dlsym, unless done (with the lock held). */
@@ -117,27 +126,5 @@ extern bool mca_patcher_linux_watcher_captured;
 
 /* dlsym in one loaded object (and its dependencies), by the real functions. */
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);
-
-/* --- search: what the loader would open for the caller --- */
-
-/*
- * For a name without '/': the path the loader would find searching the
- * caller's DT_RPATH (and the executable's), LD_LIBRARY_PATH and the
- * caller's DT_RUNPATH, written to path.  False when the name is found
- * there in no file (the loader's cache and default directories remain).
- */
-bool mca_patcher_linux_search(struct link_map *caller, const char *name, char *path, size_t size);
-
-/* Whether a loaded object of the caller's namespace answers to name (file name or soname). */
-bool mca_patcher_linux_loaded(struct link_map *caller, const char *name);
-
-/* Expand $ORIGIN, $LIB and $PLATFORM as the loader does for the caller; false if it cannot. */
-bool mca_patcher_linux_expand(struct link_map *caller, const char *in, char *out, size_t size);
-
-/* The object that holds addr (the program's when none does), and its namespace. */
-struct link_map *mca_patcher_linux_caller(const void *addr, Lmid_t *lmid);
-
-/* Forget the cached environment (patch_fini). */
-void mca_patcher_linux_search_forget(void);
 
 #endif

@@ -1,13 +1,9 @@
 /*
  * The dl watchers: intercepts of dlopen, dlmopen, dlclose and dlsym.
  *
- * The loader judges a dlopen by its return address: the calling object's
- * namespace, DT_RPATH/DT_RUNPATH and $ORIGIN.  Our intercept calling the
- * real dlopen would be judged as the caller, so for a name without '/' it
- * does the caller's part of the search itself (patcher_linux_search.c) and
- * hands the loader a path, into the caller's namespace; the loader's own
- * part (its cache, the default directories) is the same for everyone.
- * dlsym(RTLD_NEXT) depends on the caller too and is emulated the same way.
+ * dlopen and dlmopen open for the caller (patcher_base_dl.c: the loader
+ * judges a dlopen by its return address).  dlsym(RTLD_NEXT) depends on the
+ * caller too and is emulated the same way.
  */
 #include "opal_config.h"
 
@@ -17,6 +13,7 @@
 #include <string.h>
 
 #include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/linux/patcher_linux.h"
 #include "opal/util/output.h"
 
@@ -25,8 +22,8 @@
 #pragma weak dlsym
 #pragma weak dladdr1
 
-typedef void *(*dlopen_fn_t)(const char *, int);
-typedef void *(*dlmopen_fn_t)(Lmid_t, const char *, int);
+typedef mca_patcher_base_dlopen_fn_t dlopen_fn_t;
+typedef mca_patcher_base_dlmopen_fn_t dlmopen_fn_t;
 typedef int (*dlclose_fn_t)(void *);
 typedef void *(*dlsym_fn_t)(void *, const char *);
 
@@ -90,53 +87,24 @@ void mca_patcher_linux_take_back(void)
     pthread_mutex_unlock(&mca_patcher_linux_lock);
 }
 
-/*
- * Open file for the caller at caller_addr: into its namespace (or lmid
- * for dlmopen), searching its paths.
- */
-static void *open_for(const void *caller_addr, bool explicit_ns, Lmid_t lmid, const char *file,
-                      int mode)
-{
-    char expanded[PATH_MAX], path[PATH_MAX];
-    Lmid_t caller_ns = LM_ID_BASE;
-    struct link_map *caller = NULL;
-    const char *name = file;
-
-    if (NULL != file) {
-        caller = mca_patcher_linux_caller(caller_addr, &caller_ns);
-    }
-    if (!explicit_ns) {
-        lmid = caller_ns;
-    }
-    if (NULL != caller && strchr(file, '$') &&
-        mca_patcher_linux_expand(caller, file, expanded, sizeof(expanded))) {
-        name = expanded;
-    }
-    if (NULL != caller && NULL == strchr(name, '/') &&
-        !(lmid == caller_ns && mca_patcher_linux_loaded(caller, name)) &&
-        mca_patcher_linux_search(caller, name, path, sizeof(path))) {
-        name = path;
-    }
-    if (explicit_ns || LM_ID_BASE != lmid) {
-        return REAL(dlmopen, WATCH_DLMOPEN)(lmid, name, mode);
-    }
-    return REAL(dlopen, WATCH_DLOPEN)(name, mode);
-}
-
 static void *linux_dlopen(const char *file, int mode)
 {
-    void *handle = open_for(__builtin_return_address(0), false, LM_ID_BASE, file, mode);
+    void *handle = mca_patcher_base_dl_open_for(__builtin_return_address(0), false, LM_ID_BASE, file, mode,
+                                                  REAL(dlopen, WATCH_DLOPEN), REAL(dlmopen, WATCH_DLMOPEN));
     if (NULL != handle) {
         mca_patcher_linux_take_back();
+        mca_patcher_base_loader_changed();
     }
     return handle;
 }
 
 static void *linux_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
-    void *handle = open_for(__builtin_return_address(0), true, lmid, file, mode);
+    void *handle = mca_patcher_base_dl_open_for(__builtin_return_address(0), true, lmid, file, mode,
+                                                  REAL(dlopen, WATCH_DLOPEN), REAL(dlmopen, WATCH_DLMOPEN));
     if (NULL != handle) {
         mca_patcher_linux_take_back();
+        mca_patcher_base_loader_changed();
     }
     return handle;
 }
@@ -154,6 +122,7 @@ static int linux_dlclose(void *handle)
         seen_subs = c[1];
     }
     pthread_mutex_unlock(&mca_patcher_linux_lock);
+    mca_patcher_base_loader_changed();
     return rc;
 }
 
@@ -188,7 +157,7 @@ static void *next_after(const void *caller_addr, const char *symbol)
 {
     Lmid_t lmid;
     Dl_info info;
-    struct link_map *caller = mca_patcher_linux_caller(caller_addr, &lmid);
+    struct link_map *caller = mca_patcher_base_dl_caller(caller_addr, &lmid);
     for (struct link_map *map = caller ? caller->l_next : NULL; map; map = map->l_next) {
         void *addr = mca_patcher_linux_dlsym_in(map, lmid, symbol);
         struct link_map *owner;
@@ -248,7 +217,7 @@ static void *linux_dlsym(void *handle, const char *symbol)
         addr = next_after(caller_addr, symbol);
     } else if (RTLD_DEFAULT == handle) {
         Lmid_t lmid;
-        struct link_map *caller = mca_patcher_linux_caller(caller_addr, &lmid);
+        struct link_map *caller = mca_patcher_base_dl_caller(caller_addr, &lmid);
         /* Another namespace's global scope starts at the caller's objects. */
         addr = LM_ID_BASE == lmid || NULL == caller ? REAL(dlsym, WATCH_DLSYM)(RTLD_DEFAULT, symbol)
                                                     : mca_patcher_linux_dlsym_in(caller, lmid, symbol);
@@ -305,7 +274,7 @@ int mca_patcher_linux_dl_install(void)
     }
     for (int i = 0; i < WATCH_COUNT; i++) {
         uintptr_t chain;
-        int rc = mca_patcher_linux_hook_symbol(watchers[i].symbol, watchers[i].intercept, &chain);
+        int rc = mca_patcher_linux_hook_symbol(watchers[i].symbol, watchers[i].intercept, 0, &chain);
         if (OPAL_ERR_NOT_FOUND == rc) {
             continue; /* nothing defines it: nobody can call it */
         }
@@ -340,5 +309,5 @@ void mca_patcher_linux_dl_forget(void)
 {
     installed = false;
     seen_adds = seen_subs = 0;
-    mca_patcher_linux_search_forget();
+    mca_patcher_base_dl_forget();
 }

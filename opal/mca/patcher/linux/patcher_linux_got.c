@@ -29,7 +29,6 @@
 #pragma weak dladdr1
 #pragma weak dlinfo
 #pragma weak dlsym
-#pragma weak _r_debug
 
 /* r_info decoding for the native class (link.h has ElfW for types only). */
 #if __ELF_NATIVE_CLASS == 64
@@ -127,17 +126,6 @@ void mca_patcher_linux_got_free_strings(void)
         free(got_strings);
         got_strings = next;
     }
-}
-
-bool mca_patcher_linux_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t *value)
-{
-    for (; dyn->d_tag != DT_NULL; dyn++) {
-        if (dyn->d_tag == tag) {
-            *value = dyn->d_un.d_val;
-            return true;
-        }
-    }
-    return false;
 }
 
 /*
@@ -249,8 +237,8 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
     }
     const ElfW(Dyn) *dyn = (const ElfW(Dyn) *) (base + dynph->p_vaddr);
     uintptr_t symtab, strtab;
-    if (!mca_patcher_linux_dyn_get(dyn, DT_SYMTAB, &symtab) ||
-        !mca_patcher_linux_dyn_get(dyn, DT_STRTAB, &strtab)) {
+    if (!mca_patcher_base_dyn_get(dyn, DT_SYMTAB, &symtab) ||
+        !mca_patcher_base_dyn_get(dyn, DT_STRTAB, &strtab)) {
         return 0;
     }
 #define PTR(v) mca_patcher_linux_dyn_ptr(base, (v), info->dlpi_phdr, info->dlpi_phnum)
@@ -273,24 +261,24 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 
     /* PLT relocations: Rel or Rela as DT_PLTREL says. */
     uintptr_t jmprel, pltrelsz, pltrel = DT_RELA;
-    if (mca_patcher_linux_dyn_get(dyn, DT_JMPREL, &jmprel) &&
-        mca_patcher_linux_dyn_get(dyn, DT_PLTRELSZ, &pltrelsz)) {
-        mca_patcher_linux_dyn_get(dyn, DT_PLTREL, &pltrel);
+    if (mca_patcher_base_dyn_get(dyn, DT_JMPREL, &jmprel) &&
+        mca_patcher_base_dyn_get(dyn, DT_PLTRELSZ, &pltrelsz)) {
+        mca_patcher_base_dyn_get(dyn, DT_PLTREL, &pltrel);
         scan_table(scan, object, base, PTR(jmprel), pltrelsz,
                    DT_REL == pltrel ? sizeof(ElfW(Rel)) : sizeof(ElfW(Rela)), syms, strs);
     }
     /* The other relocations, where the GLOB_DAT entries are. */
     uintptr_t table, tsize, entsize;
-    if (mca_patcher_linux_dyn_get(dyn, DT_RELA, &table) &&
-        mca_patcher_linux_dyn_get(dyn, DT_RELASZ, &tsize)) {
-        if (!mca_patcher_linux_dyn_get(dyn, DT_RELAENT, &entsize)) {
+    if (mca_patcher_base_dyn_get(dyn, DT_RELA, &table) &&
+        mca_patcher_base_dyn_get(dyn, DT_RELASZ, &tsize)) {
+        if (!mca_patcher_base_dyn_get(dyn, DT_RELAENT, &entsize)) {
             entsize = sizeof(ElfW(Rela));
         }
         scan_table(scan, object, base, PTR(table), tsize, entsize, syms, strs);
     }
-    if (mca_patcher_linux_dyn_get(dyn, DT_REL, &table) &&
-        mca_patcher_linux_dyn_get(dyn, DT_RELSZ, &tsize)) {
-        if (!mca_patcher_linux_dyn_get(dyn, DT_RELENT, &entsize)) {
+    if (mca_patcher_base_dyn_get(dyn, DT_REL, &table) &&
+        mca_patcher_base_dyn_get(dyn, DT_RELSZ, &tsize)) {
+        if (!mca_patcher_base_dyn_get(dyn, DT_RELENT, &entsize)) {
             entsize = sizeof(ElfW(Rel));
         }
         scan_table(scan, object, base, PTR(table), tsize, entsize, syms, strs);
@@ -305,27 +293,14 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
  * through the loader's debugger interface, one r_debug per namespace, and
  * their program headers in their mapped ELF header.
  */
-/*
- * The loader's r_debug of the base namespace; from version 2 on it is the
- * head of an r_debug_extended chain, one per namespace (link.h).  The
- * declared type is the short struct: hide the pointer's origin from the
- * compiler, which would otherwise judge r_next out of bounds.
- */
-static const struct r_debug_extended *first_namespace(void)
-{
-    uintptr_t p = (uintptr_t) &_r_debug;
-    __asm__("" : "+r"(p));
-    return (const struct r_debug_extended *) p;
-}
-
 static void foreach_object(int (*fn)(struct dl_phdr_info *, size_t, void *), void *arg)
 {
     dl_iterate_phdr(fn, arg);
-    if (NULL == &_r_debug || _r_debug.r_version < 2 || NULL == dladdr) {
+    const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
+    if (NULL == ns || NULL == dladdr) {
         return;
     }
-    const struct r_debug_extended *ns = first_namespace()->r_next;
-    for (; NULL != ns; ns = ns->r_next) {
+    while (NULL != (ns = mca_patcher_base_dl_next_namespace(ns))) {
         for (const struct link_map *map = ns->base.r_map; NULL != map; map = map->l_next) {
             Dl_info info;
             if (0 == dladdr(map->l_ld, &info) || NULL == info.dli_fbase) {
@@ -354,11 +329,8 @@ static void foreach_object(int (*fn)(struct dl_phdr_info *, size_t, void *), voi
  */
 static bool object_loaded(uintptr_t dynamic)
 {
-    if (NULL == &_r_debug) {
-        return false;
-    }
-    const struct r_debug_extended *ns = first_namespace();
-    for (; NULL != ns; ns = ns->base.r_version >= 2 ? ns->r_next : NULL) {
+    const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
+    for (; NULL != ns; ns = mca_patcher_base_dl_next_namespace(ns)) {
         for (const struct link_map *map = ns->base.r_map; NULL != map; map = map->l_next) {
             if ((uintptr_t) map->l_ld == dynamic) {
                 return true;
@@ -590,7 +562,7 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
                       bool *wrote)
 {
     uintptr_t value = __atomic_load_n((uintptr_t *) slot->addr, __ATOMIC_ACQUIRE);
-    if (value == hook->value) {
+    if (value == hook->value || hook->retired) {
         return OPAL_SUCCESS; /* patched already (or listed twice) */
     }
     mca_patcher_base_patch_t *record = find_record(slot->addr);
@@ -618,6 +590,9 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
     uintptr_t def = slot_definition(scan, slot, value, hook->symbol);
     if (0 == def) {
         return OPAL_SUCCESS; /* binds to nothing (weak undefined): never called */
+    }
+    if (0 != hook->only_def && def != hook->only_def) {
+        return OPAL_SUCCESS; /* another copy's: another hook's, or nobody's */
     }
     if (def != hook->chain && hook->per_copy_state) {
         opal_output_verbose(mca_patcher_linux_verbose, 10,

@@ -34,10 +34,11 @@ static bool has_per_copy_state(const char *symbol)
     return false;
 }
 
-int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t *old_addr)
+int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t only_def,
+                                  uintptr_t *old_addr)
 {
     if (NULL == symbol || '\0' == symbol[0] || strlen(symbol) >= MCA_PATCHER_LINUX_MAX_SYMBOL ||
-        0 == new_addr || NULL == old_addr) {
+        0 == new_addr || (NULL == old_addr && 0 == only_def)) {
         opal_output("patcher linux: patch_symbol: bad argument (symbol '%s', intercept %p)",
                     symbol ? symbol : "(null)", (void *) new_addr);
         return OPAL_ERR_BAD_PARAM;
@@ -55,20 +56,23 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
                     MCA_PATCHER_LINUX_MAX_HOOKS);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    uintptr_t chain;
-    int rc = mca_patcher_linux_got_chain(symbol, new_addr, &chain);
+    uintptr_t chain = only_def;
+    int rc = 0 != only_def ? OPAL_SUCCESS : mca_patcher_linux_got_chain(symbol, new_addr, &chain);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
     mca_patcher_linux_hook_t *hook = &mca_patcher_linux_hooks[h];
     /* Readers (the dl intercepts) look at entries below nhooks without the
-     * lock: fill the entry before publishing it. */
+     * lock: fill the entry before publishing it.  A retired entry taken
+     * again has the same symbol and intercept; only its chain changes. */
     strcpy(hook->symbol, symbol);
     hook->value = new_addr;
     hook->defs[0] = chain;
     hook->ndefs = 1;
     hook->per_copy_state = has_per_copy_state(symbol);
+    hook->only_def = only_def;
     __atomic_store_n(&hook->chain, chain, __ATOMIC_RELEASE);
+    __atomic_store_n(&hook->retired, false, __ATOMIC_RELEASE);
     const bool added = h == mca_patcher_linux_nhooks;
     if (added) {
         __atomic_store_n(&mca_patcher_linux_nhooks, h + 1, __ATOMIC_RELEASE);
@@ -76,7 +80,9 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
     /* The caller's chain must be set before the first slot points to the
      * intercept: a call may arrive at once (even from our own code, when we
      * are linked into the executable whose GOT this is). */
-    __atomic_store_n(old_addr, chain, __ATOMIC_RELEASE);
+    if (NULL != old_addr) {
+        __atomic_store_n(old_addr, chain, __ATOMIC_RELEASE);
+    }
     rc = mca_patcher_linux_got_patch(hook, 1);
     if (OPAL_SUCCESS != rc && added) {
         /* What was patched stays recorded (the base undoes it); objects
@@ -90,7 +96,7 @@ uintptr_t mca_patcher_linux_chain_of(const char *symbol)
 {
     const int n = __atomic_load_n(&mca_patcher_linux_nhooks, __ATOMIC_ACQUIRE);
     for (int h = 0; h < n; h++) {
-        if (0 == strcmp(mca_patcher_linux_hooks[h].symbol, symbol)) {
+        if (0 == mca_patcher_linux_hooks[h].only_def && 0 == strcmp(mca_patcher_linux_hooks[h].symbol, symbol)) {
             return __atomic_load_n(&mca_patcher_linux_hooks[h].chain, __ATOMIC_ACQUIRE);
         }
     }
@@ -107,6 +113,9 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
      * intercept, so mapping through all of them ends at the newest. */
     for (int h = 0; h < n; h++) {
         const mca_patcher_linux_hook_t *hook = &mca_patcher_linux_hooks[h];
+        if (__atomic_load_n(&hook->retired, __ATOMIC_ACQUIRE)) {
+            continue;
+        }
         for (int d = 0; d < hook->ndefs && d < MCA_PATCHER_LINUX_MAX_DEFS; d++) {
             if (hook->defs[d] == addr) {
                 addr = hook->value;
@@ -146,7 +155,7 @@ static int linux_patch_symbol(const char *symbol, uintptr_t new_addr, uintptr_t 
     /* Watch dlopen first: objects loaded from now on get this symbol too. */
     int rc = mca_patcher_linux_dl_install();
     if (OPAL_SUCCESS == rc) {
-        rc = mca_patcher_linux_hook_symbol(symbol, new_addr, old_addr);
+        rc = mca_patcher_linux_hook_symbol(symbol, new_addr, 0, old_addr);
     }
     /* Our users may have called a dlopen that re-patches (see take_back)
      * since the previous redirection. */
@@ -157,6 +166,36 @@ static int linux_patch_symbol(const char *symbol, uintptr_t new_addr, uintptr_t 
     return rc;
 }
 
+static int linux_patch_definition(const char *symbol, uintptr_t def, uintptr_t new_addr)
+{
+    if (0 == def) {
+        opal_output("patcher linux: patch_definition: no definition given for %s",
+                    symbol ? symbol : "(null)");
+        return OPAL_ERR_BAD_PARAM;
+    }
+    pthread_mutex_lock(&mca_patcher_linux_lock);
+    int rc = mca_patcher_linux_dl_install();
+    if (OPAL_SUCCESS == rc) {
+        rc = mca_patcher_linux_hook_symbol(symbol, new_addr, def, NULL);
+    }
+    if (OPAL_SUCCESS == rc) {
+        mca_patcher_linux_take_back();
+    }
+    pthread_mutex_unlock(&mca_patcher_linux_lock);
+    return rc;
+}
+
+static void linux_patch_retire(uintptr_t new_addr)
+{
+    pthread_mutex_lock(&mca_patcher_linux_lock);
+    for (int h = 0; h < mca_patcher_linux_nhooks; h++) {
+        if (mca_patcher_linux_hooks[h].value == new_addr) {
+            __atomic_store_n(&mca_patcher_linux_hooks[h].retired, true, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&mca_patcher_linux_lock);
+}
+
 mca_patcher_base_module_t mca_patcher_linux_module = {
     .super = {.module_component = &mca_patcher_linux_component.patcherc_version},
     .patch_init = linux_init,
@@ -165,8 +204,9 @@ mca_patcher_base_module_t mca_patcher_linux_module = {
     /* A GOT names symbols; a bare address has no slot to rewrite.  NULL
      * tells the memory hooks to patch by symbol. */
     .patch_address = NULL,
+    .patch_definition = linux_patch_definition,
+    .patch_retire = linux_patch_retire,
     .patch_limits = "sees only calls made through a GOT slot: not calls inside a library that "
                     "bypass its own PLT (libc's free calling munmap), not the constructors of "
-                    "an object run by dlopen before it returns, not raw syscalls; a slot bound "
-                    "to another copy of an allocator function (a dlmopen namespace) is left alone",
+                    "an object run by dlopen before it returns, not raw syscalls",
 };

@@ -267,6 +267,19 @@ static void overwrite_restore(mca_patcher_base_patch_t *patch)
     pthread_mutex_unlock(&overwrite_lock);
 }
 
+/*
+ * The patched function was unloaded.  Its trampoline may be taken again by
+ * a patch of the same bytes at the same place (the object loaded there
+ * again): it relocates exactly those bytes.
+ */
+static void overwrite_forget(mca_patcher_base_patch_t *patch)
+{
+    overwrite_tramp_t *t = patch->patch_component_data;
+    pthread_mutex_lock(&overwrite_lock);
+    t->in_use = false;
+    pthread_mutex_unlock(&overwrite_lock);
+}
+
 /* Patch func to jump to intercept; *chain (if given) is set before the jump goes live. */
 static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercept, uintptr_t *chain)
 {
@@ -308,6 +321,7 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
     patch->patch_how = skip ? "jmp rel32 after endbr64 to a near hop, trampoline"
                             : "jmp rel32 at entry to a near hop, trampoline";
     patch->patch_restore = overwrite_restore;
+    patch->patch_forget = overwrite_forget;
     patch->patch_component_data = t;
     memcpy(patch->patch_orig_data, (const void *) at, a->jump_size);
     if (!a->entry_jump(patch->patch_data, at, (uintptr_t) t->page + HOP_OFFSET)) {

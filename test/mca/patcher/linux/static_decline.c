@@ -34,6 +34,10 @@ void mca_patcher_base_patch_add(mca_patcher_base_module_t *module, mca_patcher_b
 {
 }
 
+void mca_patcher_base_loader_changed(void)
+{
+}
+
 void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
                                       bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg)
 {

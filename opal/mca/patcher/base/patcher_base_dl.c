@@ -1,6 +1,12 @@
 /*
- * The caller's part of the loader's library search, reproduced so that a
- * dlopen passing through our intercept finds what the caller would find:
+ * For intercepts of dlopen and dlmopen (a GOT slot's, or the function's
+ * own entry): the loader judges a dlopen by its return address (the
+ * calling object's namespace, DT_RPATH/DT_RUNPATH and $ORIGIN), and an
+ * intercept calling the real dlopen would be judged as the caller.  So for
+ * a name without '/' the intercept does the caller's part of the search
+ * itself and hands the loader a path, into the caller's namespace; the
+ * loader's own part (its cache, the default directories) is the same for
+ * everyone.  The caller's part, reproduced here:
  *
  *   1. an object of the namespace already loaded under that name or soname;
  *   2. unless the caller has DT_RUNPATH: the caller's DT_RPATH, then the
@@ -27,7 +33,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "opal/mca/patcher/linux/patcher_linux.h"
+#include "opal/mca/patcher/base/base_dl.h"
 
 #pragma weak dladdr
 #pragma weak dladdr1
@@ -36,13 +42,46 @@
 
 static char *ld_library_path; /* as the program started with it; "" when unset */
 
-void mca_patcher_linux_search_forget(void)
+/*
+ * The base's r_debug heads a chain of r_debug_extended, one per namespace,
+ * from version 2 on (link.h).  The declared type is the short struct: the
+ * pointer's origin is hidden from the compiler, which would otherwise
+ * judge r_next out of bounds.
+ */
+const struct r_debug_extended *mca_patcher_base_dl_namespaces(void)
+{
+    if (NULL == &_r_debug) {
+        return NULL;
+    }
+    uintptr_t p = (uintptr_t) &_r_debug;
+    __asm__("" : "+r"(p));
+    return (const struct r_debug_extended *) p;
+}
+
+const struct r_debug_extended *mca_patcher_base_dl_next_namespace(const struct r_debug_extended *ns)
+{
+    /* The chain exists when the base namespace's r_debug says version 2. */
+    return _r_debug.r_version >= 2 ? ns->r_next : NULL;
+}
+
+bool mca_patcher_base_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t *value)
+{
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        if (dyn->d_tag == tag) {
+            *value = dyn->d_un.d_val;
+            return true;
+        }
+    }
+    return false;
+}
+
+void mca_patcher_base_dl_forget(void)
 {
     free(ld_library_path);
     ld_library_path = NULL;
 }
 
-struct link_map *mca_patcher_linux_caller(const void *addr, Lmid_t *lmid)
+struct link_map *mca_patcher_base_dl_caller(const void *addr, Lmid_t *lmid)
 {
     Dl_info info;
     struct link_map *map = NULL;
@@ -68,14 +107,14 @@ static uintptr_t map_ptr(const struct link_map *map, uintptr_t v)
 static const char *dyn_string(const struct link_map *map, ElfW(Sxword) tag)
 {
     uintptr_t strtab, off;
-    if (NULL == map->l_ld || !mca_patcher_linux_dyn_get(map->l_ld, DT_STRTAB, &strtab) ||
-        !mca_patcher_linux_dyn_get(map->l_ld, tag, &off)) {
+    if (NULL == map->l_ld || !mca_patcher_base_dyn_get(map->l_ld, DT_STRTAB, &strtab) ||
+        !mca_patcher_base_dyn_get(map->l_ld, tag, &off)) {
         return NULL;
     }
     return (const char *) map_ptr(map, strtab) + off;
 }
 
-bool mca_patcher_linux_loaded(struct link_map *caller, const char *name)
+bool mca_patcher_base_dl_loaded(struct link_map *caller, const char *name)
 {
     struct link_map *map = caller;
     while (map->l_prev) {
@@ -151,7 +190,7 @@ static size_t token(const char *s, const char *name)
     return ident ? 0 : n;
 }
 
-bool mca_patcher_linux_expand(struct link_map *caller, const char *in, char *out, size_t size)
+bool mca_patcher_base_dl_expand(struct link_map *caller, const char *in, char *out, size_t size)
 {
     size_t o = 0;
     while (*in) {
@@ -211,7 +250,7 @@ static bool loadable(const char *path)
     }
     ssize_t n = read(fd, &ehdr, sizeof(ehdr));
     close(fd);
-    if (NULL != dladdr && 0 != dladdr((void *) &mca_patcher_linux_component, &info)) {
+    if (NULL != dladdr && 0 != dladdr((void *) &mca_patcher_base_dl_search, &info)) {
         own = info.dli_fbase;
     }
     return n == (ssize_t) sizeof(ehdr) && 0 == memcmp(ehdr.e_ident, ELFMAG, SELFMAG) &&
@@ -231,7 +270,7 @@ static bool search_list(const char *list, struct link_map *owner, const char *na
             memcpy(raw, list, len);
             raw[len] = '\0';
             /* An empty entry is the current directory. */
-            if (mca_patcher_linux_expand(owner, len ? raw : ".", dir, sizeof(dir)) &&
+            if (mca_patcher_base_dl_expand(owner, len ? raw : ".", dir, sizeof(dir)) &&
                 strlen(dir) + 1 + strlen(name) < size) {
                 strcpy(path, dir);
                 strcat(path, "/");
@@ -291,7 +330,7 @@ static const char *initial_ld_library_path(void)
     return ld_library_path ? ld_library_path : "";
 }
 
-bool mca_patcher_linux_search(struct link_map *caller, const char *name, char *path, size_t size)
+bool mca_patcher_base_dl_search(struct link_map *caller, const char *name, char *path, size_t size)
 {
     if (NULL == dyn_string(caller, DT_RUNPATH)) {
         if (search_list(dyn_string(caller, DT_RPATH), caller, name, path, size)) {
@@ -308,4 +347,34 @@ bool mca_patcher_linux_search(struct link_map *caller, const char *name, char *p
         return true;
     }
     return search_list(dyn_string(caller, DT_RUNPATH), caller, name, path, size);
+}
+
+void *mca_patcher_base_dl_open_for(const void *caller_addr, bool explicit_ns, Lmid_t lmid,
+                                   const char *file, int mode, mca_patcher_base_dlopen_fn_t real_dlopen,
+                                   mca_patcher_base_dlmopen_fn_t real_dlmopen)
+{
+    char expanded[PATH_MAX], path[PATH_MAX];
+    Lmid_t caller_ns = LM_ID_BASE;
+    struct link_map *caller = NULL;
+    const char *name = file;
+
+    if (NULL != file) {
+        caller = mca_patcher_base_dl_caller(caller_addr, &caller_ns);
+    }
+    if (!explicit_ns) {
+        lmid = caller_ns;
+    }
+    if (NULL != caller && strchr(file, '$') &&
+        mca_patcher_base_dl_expand(caller, file, expanded, sizeof(expanded))) {
+        name = expanded;
+    }
+    if (NULL != caller && NULL == strchr(name, '/') &&
+        !(lmid == caller_ns && mca_patcher_base_dl_loaded(caller, name)) &&
+        mca_patcher_base_dl_search(caller, name, path, sizeof(path))) {
+        name = path;
+    }
+    if (explicit_ns || LM_ID_BASE != lmid) {
+        return real_dlmopen(lmid, name, mode);
+    }
+    return real_dlopen(name, mode);
 }

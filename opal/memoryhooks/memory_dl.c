@@ -1,0 +1,250 @@
+/*
+ * What the loader does after our setup:
+ *
+ *  - a library loaded later may write over our jumps in its constructor
+ *    (UCX's libucm in bistro mode, whose hooks make the system call
+ *    themselves): when its dlopen returns, our jumps go back in front of
+ *    its code (opal_mem_hooks_check_intercepts), before it can cost us an
+ *    event;
+ *  - dlmopen brings a copy of libc into each new namespace, whose munmap &
+ *    co. (and its malloc calling them) are not the ones we patched: each
+ *    copy is patched too, with entry points of its own (its functions by
+ *    an address-based patcher; the calls reaching its allocator by a GOT
+ *    patcher).  A copy unloaded with its namespace is forgotten without
+ *    writing: its pages are gone, another object may be mapped there now.
+ *
+ * For an address-based patcher libc's dlopen, dlmopen and dlclose are
+ * patched here, by address; their intercepts open for the caller
+ * (patcher_base_dl.c), then report.  A GOT patcher watches them itself and
+ * tells us through mca_patcher_base_loader_changed().
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <gnu/lib-names.h>
+#include <link.h>
+#include <string.h>
+
+#include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
+#include "opal/mca/patcher/base/base_dl.h"
+#include "opal/memoryhooks/memory_internal.h"
+#include "opal/util/output.h"
+
+#pragma weak dlopen
+#pragma weak dlsym
+#pragma weak dlclose
+#pragma weak dlinfo
+#pragma weak dlmopen
+
+static struct {
+    mca_patcher_base_dlopen_fn_t dlopen;
+    mca_patcher_base_dlmopen_fn_t dlmopen;
+    int (*dlclose)(void *);
+} chain;
+
+/* Whether copies are patched (the loader watched); the copies: guarded by
+ * the registry lock. */
+static bool watching;
+static bool by_address;
+typedef struct {
+    const struct link_map *map; /* 0 when the slot is free */
+    uintptr_t base;             /* its load address: a map reused for another load differs */
+    bool seen;
+} libc_copy_t;
+static libc_copy_t copies[OPAL_MEM_HOOKS_MAX_COPIES];
+
+static void *watch_dlopen(const char *file, int mode)
+{
+    /* Entered by jumps from dlopen's entry: our return address is the caller's. */
+    void *handle = mca_patcher_base_dl_open_for(__builtin_return_address(0), false, LM_ID_BASE, file,
+                                                mode, chain.dlopen, chain.dlmopen);
+    if (NULL != handle) {
+        opal_mem_hooks_objects_changed();
+    }
+    return handle;
+}
+
+static void *watch_dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+    void *handle = mca_patcher_base_dl_open_for(__builtin_return_address(0), true, lmid, file, mode,
+                                                chain.dlopen, chain.dlmopen);
+    if (NULL != handle) {
+        opal_mem_hooks_objects_changed();
+    }
+    return handle;
+}
+
+static int watch_dlclose(void *handle)
+{
+    int rc = chain.dlclose(handle);
+    opal_mem_hooks_objects_changed();
+    return rc;
+}
+
+static void watch_by_address(mca_patcher_base_module_t *patcher)
+{
+    static const char *const names[] = {"dlopen", "dlmopen", "dlclose"};
+    const uintptr_t entries[] = {(uintptr_t) watch_dlopen, (uintptr_t) watch_dlmopen,
+                                 (uintptr_t) watch_dlclose};
+    uintptr_t *chains[] = {(uintptr_t *) &chain.dlopen, (uintptr_t *) &chain.dlmopen,
+                           (uintptr_t *) &chain.dlclose};
+    /* libc's own definitions: another hooker's may sit in front (its GOT
+     * redirections reach ours through them). */
+    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+    for (int i = 0; i < 3 && NULL != libc; i++) {
+        uintptr_t def = (uintptr_t) dlsym(libc, names[i]);
+        int rc = 0 == def ? OPAL_ERR_NOT_FOUND : patcher->patch_address_chain(def, entries[i], chains[i]);
+        if (OPAL_SUCCESS != rc) {
+            opal_output("memory hooks: cannot watch %s (%s): libraries loaded from now on may "
+                        "write over our hooks unnoticed until the next registration, and the "
+                        "libc of a dlmopen namespace is not patched",
+                        names[i], opal_strerror(rc));
+            break;
+        }
+        mca_patcher_base_name_patch(patcher, def, names[i]);
+        watching = (2 == i);
+    }
+    if (NULL != libc) {
+        dlclose(libc);
+    }
+}
+
+void opal_mem_hooks_install_dl_watch(void)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL == dlopen || NULL == dlsym || NULL == dlmopen) {
+        return; /* a static program has no loader to watch */
+    }
+    by_address = NULL != patcher->patch_address_chain;
+    if (by_address) {
+        watch_by_address(patcher);
+    } else if (NULL != patcher->patch_definition) {
+        chain.dlmopen = dlmopen;
+        chain.dlclose = dlclose;
+        mca_patcher_base_set_loader_callback(opal_mem_hooks_objects_changed);
+        watching = true;
+    }
+}
+
+/* The namespace's libc, or NULL. */
+static const struct link_map *libc_of(const struct r_debug_extended *ns)
+{
+    for (const struct link_map *map = ns->base.r_map; NULL != map; map = map->l_next) {
+        const char *slash = map->l_name ? strrchr(map->l_name, '/') : NULL;
+        if (NULL != slash && 0 == strcmp(slash + 1, LIBC_SO)) {
+            return map;
+        }
+    }
+    return NULL;
+}
+
+typedef struct {
+    void *handle;
+} lookup_ctx_t;
+
+static uintptr_t lookup_in_copy(const char *name, void *arg)
+{
+    lookup_ctx_t *ctx = arg;
+    return (uintptr_t) dlsym(ctx->handle, name);
+}
+
+static void patch_new_copy(const struct link_map *map)
+{
+    int slot = 0;
+    while (slot < OPAL_MEM_HOOKS_MAX_COPIES && NULL != copies[slot].map) {
+        slot++;
+    }
+    Lmid_t lmid = LM_ID_BASE;
+    if (slot == OPAL_MEM_HOOKS_MAX_COPIES || NULL == dlinfo ||
+        0 != dlinfo((void *) map, RTLD_DI_LMID, &lmid)) {
+        return;
+    }
+    /* A link_map is a handle for dlsym only once opened as one (a
+     * dependency has no search list): open it again, loading nothing.
+     * Past our own watcher, so not reported again. */
+    lookup_ctx_t ctx = {.handle = chain.dlmopen(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD)};
+    if (NULL == ctx.handle) {
+        return;
+    }
+    const int variant = OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + slot;
+    int rc = by_address ? opal_mem_hooks_patch_copy(variant, lookup_in_copy, &ctx)
+                        : opal_mem_hooks_patch_alloc_copy(variant, lookup_in_copy, &ctx);
+    chain.dlclose(ctx.handle);
+    if (OPAL_SUCCESS != rc) {
+        opal_output("memory hooks: cannot patch the libc of namespace %ld (%s): its releases are "
+                    "not seen", (long) lmid, opal_strerror(rc));
+        return;
+    }
+    copies[slot] = (libc_copy_t){.map = map, .base = map->l_addr, .seen = true};
+}
+
+/* Forget copy i: unloaded (or loaded anew), nothing is written there. */
+static void drop_copy(int i)
+{
+    const int variant = OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i;
+    if (by_address) {
+        opal_mem_hooks_unpatch_copy(variant, true);
+    } else {
+        opal_mem_hooks_unpatch_alloc_copy(variant, true);
+    }
+    copies[i].map = NULL;
+}
+
+/*
+ * Mark the copies still loaded where we patched them, and drop the others;
+ * hand each namespace's libc that has no copy to 'unknown' (if given).
+ * The loader's debugger interface is read without its lock (debuggers do
+ * so from outside): called after the loader's work, as it is here.
+ */
+static void sync(void (*unknown)(const struct link_map *))
+{
+    const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
+    for (int i = 0; i < OPAL_MEM_HOOKS_MAX_COPIES; i++) {
+        copies[i].seen = false;
+    }
+    /* The base namespace's libc is patched by the setup itself. */
+    while (NULL != ns && NULL != (ns = mca_patcher_base_dl_next_namespace(ns))) {
+        const struct link_map *map = libc_of(ns);
+        int i = 0;
+        while (NULL != map && i < OPAL_MEM_HOOKS_MAX_COPIES &&
+               !(copies[i].map == map && copies[i].base == map->l_addr)) {
+            i++;
+        }
+        if (NULL == map) {
+            continue;
+        }
+        if (i < OPAL_MEM_HOOKS_MAX_COPIES && !opal_mem_hooks_copy_intact(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i)) {
+            /* Loaded again at the same place by a dlclose and dlmopen we
+             * did not see (made inside the namespace): fresh code. */
+            drop_copy(i);
+            i = OPAL_MEM_HOOKS_MAX_COPIES;
+        }
+        if (i < OPAL_MEM_HOOKS_MAX_COPIES) {
+            copies[i].seen = true;
+        } else if (NULL != unknown) {
+            unknown(map);
+        }
+    }
+    for (int i = 0; i < OPAL_MEM_HOOKS_MAX_COPIES; i++) {
+        if (NULL != copies[i].map && !copies[i].seen) {
+            drop_copy(i);
+        }
+    }
+}
+
+void opal_mem_hooks_sync_copies(void)
+{
+    if (watching) {
+        sync(patch_new_copy);
+    }
+}
+
+void opal_mem_hooks_forget_copies(void)
+{
+    /* Those still loaded are restored with every other patch. */
+    mca_patcher_base_set_loader_callback(NULL);
+    sync(NULL);
+    memset(copies, 0, sizeof(copies));
+    watching = false;
+}
