@@ -19,6 +19,7 @@
 #    include <string.h>
 
 #    include "opal/memoryhooks/memory_ucx.h"
+#    include "opal/memoryhooks/memory_ucx_feed.h"
 #endif
 #include "opal/util/debug.h"
 #include "opal/util/output.h"
@@ -32,9 +33,6 @@ static int support_level;         /* published after every patch succeeded */
 static bool hooks_installed;
 static bool from_ucx; /* our events come from UCX's handler, not our patches */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-/* The loader added or removed objects since the lock's holder last looked. */
-static bool objects_changed;
-static void registry_unlock(void);
 
 uintptr_t opal_mem_hooks_page_size = 4096;
 
@@ -134,45 +132,17 @@ static void check_locked(void)
         opal_output("memory hooks: release events are no longer delivered; support level 0");
         __atomic_store_n(&support_level, 0, __ATOMIC_RELEASE);
     }
+#if OPAL_HAVE_UCX
+    /* A libucm with its hooks off gets its events from ours. */
+    if (hooks_installed && !from_ucx && 0 != support_level) {
+        opal_mem_hooks_ucx_feed_check();
+    }
+#endif
 }
 
-/*
- * Called after the loader's work (memory_dl.c).  The registry lock may be
- * held by this very thread (a dlopen made under it) or by one that waits
- * for the loader's lock: never wait for it.  The flag stays for the
- * holder, who looks at it when it unlocks.
- */
-void opal_mem_hooks_objects_changed(void)
+int opal_mem_hooks_add_callback_locked(opal_mem_hooks_callback_fn_t *func, void *cbdata)
 {
-    __atomic_store_n(&objects_changed, true, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&objects_changed, __ATOMIC_SEQ_CST) &&
-           0 == pthread_mutex_trylock(&registry_lock)) {
-        __atomic_store_n(&objects_changed, false, __ATOMIC_SEQ_CST);
-        if (hooks_installed && !from_ucx) {
-            opal_mem_hooks_sync_copies();
-            check_locked();
-        }
-        pthread_mutex_unlock(&registry_lock);
-    }
-}
-
-static void registry_unlock(void)
-{
-    pthread_mutex_unlock(&registry_lock);
-    if (__atomic_load_n(&objects_changed, __ATOMIC_SEQ_CST)) {
-        opal_mem_hooks_objects_changed();
-    }
-}
-
-int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cbdata)
-{
-    if (NULL == func) {
-        opal_output("opal_mem_hooks_register_release: the callback is NULL");
-        return OPAL_ERR_BAD_PARAM;
-    }
-    pthread_mutex_lock(&registry_lock);
-    int rc = setup_locked();
-    check_locked();
+    int rc = OPAL_SUCCESS;
     int free_slot = -1;
     for (int i = 0; OPAL_SUCCESS == rc && i < OPAL_MEM_HOOKS_MAX_CALLBACKS; i++) {
         if (opal_mem_hooks_slots[i].func == func) {
@@ -195,8 +165,31 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
             __atomic_store_n(&opal_mem_hooks_slots_used, free_slot + 1, __ATOMIC_RELEASE);
         }
     }
-    registry_unlock();
     return rc;
+}
+
+int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cbdata)
+{
+    if (NULL == func) {
+        opal_output("opal_mem_hooks_register_release: the callback is NULL");
+        return OPAL_ERR_BAD_PARAM;
+    }
+    pthread_mutex_lock(&registry_lock);
+    int rc = setup_locked();
+    check_locked();
+    if (OPAL_SUCCESS == rc) {
+        rc = opal_mem_hooks_add_callback_locked(func, cbdata);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return rc;
+}
+
+/* Wait for the callers still inside slot i's (cleared) callback, but not for ourselves. */
+static void drain_slot(int i)
+{
+    while (__atomic_load_n(&opal_mem_hooks_slots[i].users, __ATOMIC_SEQ_CST) > opal_mem_hooks_calling[i]) {
+        sched_yield();
+    }
 }
 
 int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)
@@ -209,16 +202,22 @@ int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)
             __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
         }
     }
-    registry_unlock();
+    pthread_mutex_unlock(&registry_lock);
     if (found < 0) {
         return OPAL_ERR_NOT_FOUND;
     }
-    /* Wait for callers still inside it, but not for ourselves. */
-    int self = opal_mem_hooks_calling[found];
-    while (__atomic_load_n(&opal_mem_hooks_slots[found].users, __ATOMIC_SEQ_CST) > self) {
-        sched_yield();
-    }
+    drain_slot(found);
     return OPAL_SUCCESS;
+}
+
+void opal_mem_hooks_remove_callback_locked(opal_mem_hooks_callback_fn_t *func)
+{
+    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
+        if (opal_mem_hooks_slots[i].func == func) {
+            __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
+            drain_slot(i);
+        }
+    }
 }
 
 int opal_mem_hooks_support_level(void)
@@ -228,7 +227,7 @@ int opal_mem_hooks_support_level(void)
         (void) setup_locked();
     }
     check_locked();
-    registry_unlock();
+    pthread_mutex_unlock(&registry_lock);
     return __atomic_load_n(&support_level, __ATOMIC_ACQUIRE);
 }
 
@@ -236,7 +235,11 @@ int opal_mem_hooks_init(void)
 {
     long page = sysconf(_SC_PAGESIZE);
     opal_mem_hooks_page_size = page > 0 ? (uintptr_t) page : 4096;
+#if OPAL_HAVE_UCX
+    return opal_mem_hooks_ucx_feed_register();
+#else
     return OPAL_SUCCESS;
+#endif
 }
 
 void opal_mem_hooks_finalize(void)
@@ -248,6 +251,7 @@ void opal_mem_hooks_finalize(void)
         if (from_ucx) {
             opal_mem_hooks_ucx_stop();
         }
+        opal_mem_hooks_ucx_feed_stop();
 #endif
         if (!from_ucx) {
             opal_mem_hooks_uninstall_intercepts();
@@ -259,9 +263,7 @@ void opal_mem_hooks_finalize(void)
         __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
     }
     for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
-        while (__atomic_load_n(&opal_mem_hooks_slots[i].users, __ATOMIC_SEQ_CST) > opal_mem_hooks_calling[i]) {
-            sched_yield();
-        }
+        drain_slot(i);
     }
     opal_mem_hooks_slots_used = 0;
     pthread_mutex_unlock(&registry_lock);
