@@ -33,6 +33,9 @@ static int support_level;         /* published after every patch succeeded */
 static bool hooks_installed;
 static bool from_ucx; /* our events come from UCX's handler, not our patches */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The loader added or removed objects since the lock's holder last looked. */
+static bool objects_changed;
+static void registry_unlock(void);
 
 uintptr_t opal_mem_hooks_page_size = 4096;
 
@@ -140,6 +143,34 @@ static void check_locked(void)
 #endif
 }
 
+/*
+ * Called after the loader's work (memory_dl.c).  The registry lock may be
+ * held by this very thread (a dlopen made under it) or by one that waits
+ * for the loader's lock: never wait for it.  The flag stays for the
+ * holder, who looks at it when it unlocks.
+ */
+void opal_mem_hooks_objects_changed(void)
+{
+    __atomic_store_n(&objects_changed, true, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&objects_changed, __ATOMIC_SEQ_CST) &&
+           0 == pthread_mutex_trylock(&registry_lock)) {
+        __atomic_store_n(&objects_changed, false, __ATOMIC_SEQ_CST);
+        if (hooks_installed && !from_ucx) {
+            opal_mem_hooks_sync_copies();
+            check_locked();
+        }
+        pthread_mutex_unlock(&registry_lock);
+    }
+}
+
+static void registry_unlock(void)
+{
+    pthread_mutex_unlock(&registry_lock);
+    if (__atomic_load_n(&objects_changed, __ATOMIC_SEQ_CST)) {
+        opal_mem_hooks_objects_changed();
+    }
+}
+
 int opal_mem_hooks_add_callback_locked(opal_mem_hooks_callback_fn_t *func, void *cbdata)
 {
     int rc = OPAL_SUCCESS;
@@ -180,7 +211,7 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
     if (OPAL_SUCCESS == rc) {
         rc = opal_mem_hooks_add_callback_locked(func, cbdata);
     }
-    pthread_mutex_unlock(&registry_lock);
+    registry_unlock();
     return rc;
 }
 
@@ -202,7 +233,7 @@ int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)
             __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
         }
     }
-    pthread_mutex_unlock(&registry_lock);
+    registry_unlock();
     if (found < 0) {
         return OPAL_ERR_NOT_FOUND;
     }
@@ -227,7 +258,7 @@ int opal_mem_hooks_support_level(void)
         (void) setup_locked();
     }
     check_locked();
-    pthread_mutex_unlock(&registry_lock);
+    registry_unlock();
     return __atomic_load_n(&support_level, __ATOMIC_ACQUIRE);
 }
 

@@ -90,6 +90,38 @@ int opal_mem_hooks_check_intercepts(void);
 /* Restore every patch.  Chain targets stay valid for threads still inside. */
 void opal_mem_hooks_uninstall_intercepts(void);
 
+/*
+ * The copies of libc that dlmopen brings into other namespaces, for an
+ * address-based patcher (memory_dl.c): each is patched with entry points
+ * of its own (a variant), FIRST_COPY_VARIANT + its index.  glibc makes 15
+ * namespaces besides the base one.
+ */
+#define OPAL_MEM_HOOKS_FIRST_COPY_VARIANT 2
+#define OPAL_MEM_HOOKS_MAX_COPIES 15
+/* Patch the functions lookup finds in one copy; all or nothing. */
+int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg);
+/* Whether every jump written into the copy is still there (the copy is mapped). */
+bool opal_mem_hooks_copy_intact(int variant);
+/* Undo the copy's patches, or with unloaded, drop them without writing. */
+void opal_mem_hooks_unpatch_copy(int variant, bool unloaded);
+/* The same for a GOT patcher: the calls reaching the copy's allocator. */
+int opal_mem_hooks_patch_alloc_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg);
+void opal_mem_hooks_unpatch_alloc_copy(int variant, bool unloaded);
+
+/*
+ * Watch dlopen, dlmopen and dlclose (dynamic process): after each, our
+ * jumps are checked and the namespace copies of libc patched or forgotten.
+ * An address-based patcher's watchers are ours; a GOT patcher watches the
+ * loader itself and tells us.  Failing to watch is not fatal (said once).
+ */
+void opal_mem_hooks_install_dl_watch(void);
+/* Bring the patched copies in line with the loaded ones (registry lock held). */
+void opal_mem_hooks_sync_copies(void);
+/* Forget every copy (before the restore of all patches; registry lock held). */
+void opal_mem_hooks_forget_copies(void);
+/* The loader added or removed objects: the work above, now or by the lock's holder. */
+void opal_mem_hooks_objects_changed(void);
+
 /* The allocator entry points, for mechanisms blind to libc-internal calls.
  * inspect looks at the allocator (with dlopen/dlsym) before any patch. */
 void opal_mem_hooks_alloc_inspect(void);
