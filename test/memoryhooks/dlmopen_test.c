@@ -96,7 +96,7 @@ static void check_ns(const char *component, const char *when, ns_lib_t *lib)
 
 int main(int argc, char **argv)
 {
-    snprintf(path, sizeof(path), "%s/test/memoryhooks/libunmapper.so",
+    snprintf(path, sizeof(path), "%s/test/memoryhooks/libnsunmapper.so",
              getenv("OPAL_TEST_BUILDDIR") ? getenv("OPAL_TEST_BUILDDIR") : ".");
     if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
         return 1;
