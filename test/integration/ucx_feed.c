@@ -36,27 +36,7 @@
 #    include "opal/memoryhooks/memory.h"
 #    include "opal/memoryhooks/memory_ucx_feed.h"
 #    include "opal/runtime/opal.h"
-
-static uintptr_t watch_start, watch_end;
-static volatile int ucx_hits, our_hits;
-static volatile uintptr_t ucx_first_start, ucx_first_len;
-
-static bool overlaps(uintptr_t start, size_t len)
-{
-    return start < watch_end && start + len > watch_start;
-}
-
-static void ucx_handler(ucm_event_type_t type, ucm_event_t *event, void *arg)
-{
-    (void) arg;
-    const uintptr_t start = (uintptr_t) event->vm_unmapped.address;
-    if (UCM_EVENT_VM_UNMAPPED == type && overlaps(start, event->vm_unmapped.size)) {
-        if (0 == ucx_hits++) {
-            ucx_first_start = start;
-            ucx_first_len = event->vm_unmapped.size;
-        }
-    }
-}
+#    include "test/support/ucx_events.h"
 
 /* A second handler, only offered after our finalize (and refused then). */
 static void ucx_late_handler(ucm_event_type_t type, ucm_event_t *event, void *arg)
@@ -64,56 +44,13 @@ static void ucx_late_handler(ucm_event_type_t type, ucm_event_t *event, void *ar
     (void) type, (void) event, (void) arg;
 }
 
-static void our_callback(void *buf, size_t length, void *cbdata, bool from_alloc)
+/* Load UCX, or skip. */
+static void load_ucx_or_skip(void)
 {
-    (void) cbdata, (void) from_alloc;
-    if (overlaps((uintptr_t) buf, length)) {
-        our_hits++;
+    if (!load_ucx()) {
+        TEST_SKIP("libucm/libucs (with ucm_set_event_handler, ucm_unset_event_handler, "
+                  "ucm_global_opts) cannot be loaded: %s", dlerror());
     }
-}
-
-typedef ucs_status_t (*set_handler_fn_t)(int, int, ucm_event_callback_t, void *);
-typedef void (*unset_handler_fn_t)(int, ucm_event_callback_t, void *);
-
-static set_handler_fn_t set_handler;
-static unset_handler_fn_t unset_handler;
-static const ucm_global_config_t *ucm_opts;
-
-/* Load libucs (whose constructor configures libucm) and libucm. */
-static void load_ucx(void)
-{
-    void *ucm = NULL;
-    if (NULL != dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL)) {
-        ucm = dlopen("libucm.so.0", RTLD_NOW | RTLD_GLOBAL);
-    }
-    if (NULL == ucm) {
-        TEST_SKIP("libucm/libucs cannot be loaded: %s", dlerror());
-    }
-    set_handler = (set_handler_fn_t) dlsym(ucm, "ucm_set_event_handler");
-    unset_handler = (unset_handler_fn_t) dlsym(ucm, "ucm_unset_event_handler");
-    ucm_opts = (const ucm_global_config_t *) dlsym(ucm, "ucm_global_opts");
-    if (NULL == set_handler || NULL == unset_handler || NULL == ucm_opts) {
-        TEST_SKIP("libucm.so.0 lacks ucm_set_event_handler, ucm_unset_event_handler or ucm_global_opts");
-    }
-}
-
-static void *map_pages(size_t n)
-{
-    void *p = mmap(NULL, n * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (MAP_FAILED == p) {
-        perror("mmap");
-        exit(1);
-    }
-    memset(p, 1, n * 4096);
-    return p;
-}
-
-static void watch(const void *p, size_t len)
-{
-    watch_start = (uintptr_t) p;
-    watch_end = (uintptr_t) p + len;
-    ucx_hits = our_hits = 0;
-    ucx_first_start = ucx_first_len = 0;
 }
 
 /* munmap of 4 pages: UCX's handler sees it exactly once, with that range. */
@@ -153,12 +90,12 @@ static void check_free(const char *when)
 static void run_feed(bool late)
 {
     if (!late) {
-        load_ucx();
+        load_ucx_or_skip();
     }
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(our_callback, NULL));
     if (late) {
         CHECK_MSG(!opal_mem_hooks_ucx_fed(), "fed before libucm was loaded");
-        load_ucx();
+        load_ucx_or_skip();
         /* A check point (as rcache creation and registration are). */
         CHECK(0 != (opal_mem_hooks_support_level() & OPAL_MEMORY_MUNMAP_SUPPORT));
     }
@@ -186,7 +123,7 @@ static void run_feed(bool late)
 /* opal_mem_hooks_ucx_feed=0: nothing reaches UCX's handler. */
 static void run_off(void)
 {
-    load_ucx();
+    load_ucx_or_skip();
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(our_callback, NULL));
     CHECK_MSG(!opal_mem_hooks_ucx_fed(), "feeding UCX although opal_mem_hooks_ucx_feed=0");
     ucs_status_t st = set_handler(UCM_EVENT_VM_UNMAPPED, 0, ucx_handler, NULL);
@@ -205,7 +142,7 @@ static void run_off(void)
 /* UCX's own hooks on: no feed, so no event twice. */
 static void run_own_hooks(void)
 {
-    load_ucx();
+    load_ucx_or_skip();
     CHECK_MSG(UCS_OK == set_handler(UCM_EVENT_VM_UNMAPPED, 0, ucx_handler, NULL),
               "UCX refuses a handler in its default hook mode (%d)", (int) ucm_opts->mmap_hook_mode);
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(our_callback, NULL));

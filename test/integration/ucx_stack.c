@@ -35,50 +35,9 @@
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
 #include "test/support/test_util.h"
+#include "test/support/ucx_events.h"
 
-static uintptr_t watch_start, watch_end;
 static bool ucx_blind; /* UCX_MEM_MMAP_HOOK_MODE=none */
-static volatile int ucx_hits, our_hits;
-
-static bool overlaps(uintptr_t start, size_t len)
-{
-    return start < watch_end && start + len > watch_start;
-}
-
-static void ucx_handler(ucm_event_type_t type, ucm_event_t *event, void *arg)
-{
-    (void) arg;
-    if (UCM_EVENT_VM_UNMAPPED == type && overlaps((uintptr_t) event->vm_unmapped.address,
-                                                  event->vm_unmapped.size)) {
-        ucx_hits++;
-    }
-}
-
-static void our_callback(void *buf, size_t length, void *cbdata, bool from_alloc)
-{
-    (void) cbdata, (void) from_alloc;
-    if (overlaps((uintptr_t) buf, length)) {
-        our_hits++;
-    }
-}
-
-typedef ucs_status_t (*set_handler_fn_t)(int, int, ucm_event_callback_t, void *);
-typedef void (*unset_handler_fn_t)(int, ucm_event_callback_t, void *);
-
-static set_handler_fn_t set_handler;
-static unset_handler_fn_t unset_handler;
-
-/* Load libucs (whose constructor sets up libucm) and find the handler API. */
-static bool load_ucx(void)
-{
-    if (NULL == dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL)) {
-        return false;
-    }
-    void *ucm = dlopen("libucm.so.0", RTLD_NOW | RTLD_GLOBAL);
-    set_handler = ucm ? (set_handler_fn_t) dlsym(ucm, "ucm_set_event_handler") : NULL;
-    unset_handler = ucm ? (unset_handler_fn_t) dlsym(ucm, "ucm_unset_event_handler") : NULL;
-    return NULL != set_handler && NULL != unset_handler;
-}
 
 static void install_ucx(void)
 {
@@ -92,24 +51,6 @@ static void install_ours(bool claim)
         CHECK(OPAL_SUCCESS == mca_patcher_base_claim("ucx"));
     }
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(our_callback, NULL));
-}
-
-static void *map_pages(size_t n)
-{
-    void *p = mmap(NULL, n * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (MAP_FAILED == p) {
-        perror("mmap");
-        exit(1);
-    }
-    memset(p, 1, n * 4096);
-    return p;
-}
-
-static void watch(const void *p, size_t len)
-{
-    watch_start = (uintptr_t) p;
-    watch_end = (uintptr_t) p + len;
-    ucx_hits = our_hits = 0;
 }
 
 static void expect_both(const char *what)
