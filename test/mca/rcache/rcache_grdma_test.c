@@ -197,6 +197,25 @@ static void test_limits(void)
     m->rcache_deregister(m, q);
     destroy_and_check(m, &dev, "limits");
 
+    /* CLOCK: a registration hit since the hand last passed gets a second
+     * chance; an untouched one of the same age goes instead. */
+    m = create(&dev);
+    for (int i = 0; i < 5; i++) { /* the fifth evicts the first: the hand has gone round */
+        m->rcache_register(m, arena + i * 2 * page, page, 0, 0, &r[i]);
+        m->rcache_deregister(m, r[i]);
+    }
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 2 * page, page, 0, 0, &q) && q == r[1]);
+    m->rcache_deregister(m, q);
+    m->rcache_register(m, arena + 10 * page, page, 0, 0, &r[5]);
+    m->rcache_deregister(m, r[5]);
+    CHECK_MSG(OPAL_SUCCESS == m->rcache_find(m, arena + 2 * page, page, &q),
+              "the registration hit since the last eviction was evicted");
+    if (NULL != q) {
+        m->rcache_deregister(m, q);
+    }
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 4 * page, page, &q));
+    destroy_and_check(m, &dev, "clock");
+
     /* Out of device resources: evict unused ones and retry. */
     m = create(&dev);
     dev.capacity = 3;

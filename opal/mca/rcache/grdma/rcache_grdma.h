@@ -1,6 +1,7 @@
 /*
  * grdma: a registration cache keyed by a page index of the valid
- * registrations, with a CLOCK list of the cached ones.
+ * registrations, evicting the cached ones with a CLOCK hand that walks the
+ * slabs they are carved from (no list in eviction order).
  *
  * Each registration has one atomic state word, reg_state: ref_count and
  * flags.  A cache hit takes no lock: it finds candidates in the page index
@@ -20,7 +21,7 @@
  * taking its reference), never freed memory.
  *
  * Where a registration is (changed under the module lock):
- *   valid      INDEXED and, unless PERSIST, on the CLOCK list
+ *   valid      INDEXED and, unless PERSIST, EVICTABLE (the CLOCK may take it)
  *   invalid    out of the index; while in use on the in_use list; once
  *              unused, deregistered at once or, when the release came from
  *              inside the allocator, pushed on the deferred stack
@@ -41,7 +42,7 @@
 enum {
     MCA_RCACHE_GRDMA_REGISTERING = 0x0100, /* register_mem running: not a hit yet */
     MCA_RCACHE_GRDMA_INDEXED = 0x0200,
-    MCA_RCACHE_GRDMA_ON_LRU = 0x0400,
+    MCA_RCACHE_GRDMA_EVICTABLE = 0x0400,   /* valid, not PERSIST: the CLOCK may take it */
     MCA_RCACHE_GRDMA_ON_IN_USE = 0x0800,
     MCA_RCACHE_GRDMA_RECENT = 0x1000,      /* hit since eviction last looked */
 };
@@ -54,7 +55,8 @@ typedef struct mca_rcache_grdma_module_t {
     size_t max_bytes, max_entries; /* 0: no limit */
     pthread_mutex_t lock;
     mca_rcache_base_pgindex_t index; /* grown outside the lock */
-    opal_list_t lru;               /* CLOCK order: next to consider first */
+    void *clock_slab;              /* the CLOCK hand: a slab and a registration in it */
+    unsigned clock_slot;
     opal_list_t in_use;
     size_t cached_bytes, cached_entries; /* registrations in the index */
     uint32_t fork_gen;             /* generation of the registrations it holds */
@@ -72,6 +74,7 @@ typedef struct mca_rcache_grdma_module_t {
      */
     mca_rcache_base_registration_t *spare;
     void *slabs; /* the memory of all registrations, freed at destroy */
+    size_t nslabs;
 } mca_rcache_grdma_module_t;
 
 extern mca_rcache_base_component_t mca_rcache_grdma_component;

@@ -100,6 +100,27 @@ static inline uintptr_t page_of(const void *addr)
     return (uintptr_t) addr >> page_shift;
 }
 
+/*
+ * Registrations are carved from slabs of SLAB_REGS, each one aligned to a
+ * cache line so that what a hit touches (the public fields, the state word,
+ * the index link and key) is one line.  Slabs are freed at destroy.
+ * A slab's first line links the slabs (newest first); its registrations
+ * follow, one stride each.
+ */
+#define SLAB_REGS 32
+#define CACHE_LINE 64
+
+static inline size_t reg_stride(const grdma_t *m)
+{
+    return (m->resources.sizeof_reg + CACHE_LINE - 1) & ~(size_t) (CACHE_LINE - 1);
+}
+
+/* Registration i of a slab. */
+static inline reg_t *slab_reg(const grdma_t *m, void *slab, unsigned i)
+{
+    return (reg_t *) ((char *) slab + CACHE_LINE + i * reg_stride(m));
+}
+
 static inline void chain_push(reg_t **chain, reg_t *reg)
 {
     reg->reg_deferred_next = *chain;
@@ -133,8 +154,8 @@ static void index_insert(grdma_t *m, reg_t *reg)
                                    page_of(reg->bound));
     uint32_t flags = MCA_RCACHE_GRDMA_INDEXED;
     if (!(reg->flags & MCA_RCACHE_FLAGS_PERSIST)) {
-        opal_list_append(&m->lru, &reg->reg_list);
-        flags |= MCA_RCACHE_GRDMA_ON_LRU;
+        /* RECENT: a new one gets a full turn of the hand, wherever its slot is. */
+        flags |= MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT;
     }
     set_flags(reg, flags, 0);
     __atomic_store_n(&m->cached_bytes, m->cached_bytes + reg_size(reg), __ATOMIC_RELAXED);
@@ -159,7 +180,7 @@ static void index_grow(grdma_t *m)
     free(fresh);
 }
 
-/* Take reg out of the index and off its list (lock held). */
+/* Take reg out of the index (and off the in_use list) (lock held). */
 static void unlink_reg(grdma_t *m, reg_t *reg)
 {
     uint32_t f = reg->flags; /* these bits change only under the lock */
@@ -168,13 +189,11 @@ static void unlink_reg(grdma_t *m, reg_t *reg)
         __atomic_store_n(&m->cached_bytes, m->cached_bytes - reg_size(reg), __ATOMIC_RELAXED);
         __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
     }
-    if (f & MCA_RCACHE_GRDMA_ON_LRU) {
-        opal_list_remove_item(&m->lru, &reg->reg_list);
-    } else if (f & MCA_RCACHE_GRDMA_ON_IN_USE) {
+    if (f & MCA_RCACHE_GRDMA_ON_IN_USE) {
         opal_list_remove_item(&m->in_use, &reg->reg_list);
     }
     set_flags(reg, 0,
-              MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_ON_LRU | MCA_RCACHE_GRDMA_ON_IN_USE);
+              MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_ON_IN_USE);
 }
 
 /*
@@ -280,16 +299,33 @@ static inline void grdma_progress(grdma_t *m)
     }
 }
 
+/* Move the CLOCK hand one registration on, over every slab in turn (lock held). */
+static reg_t *clock_advance(grdma_t *m)
+{
+    if (NULL == m->clock_slab || ++m->clock_slot == SLAB_REGS) {
+        void *next = m->clock_slab ? *(void **) m->clock_slab : NULL;
+        m->clock_slab = next ? next : __atomic_load_n(&m->slabs, __ATOMIC_ACQUIRE);
+        m->clock_slot = 0;
+    }
+    return slab_reg(m, m->clock_slab, m->clock_slot);
+}
+
 /*
  * CLOCK: the next unused registration not hit since the last look, which
  * is invalidated and chained on *release; registrations in use or recently
- * hit get a second chance at the back.  False when none can go (lock held).
+ * hit get a second chance.  The hand walks the slabs themselves, so the
+ * cache keeps no list in eviction order: unlinking a registration touches
+ * no neighbour, and a hit moves nothing.  False when none can go (lock held).
  */
 static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
-    for (size_t n = 2 * opal_list_get_size(&m->lru); n > 0; n--) {
-        reg_t *reg = REG_OF_ITEM(opal_list_get_first(&m->lru));
+    const size_t slabs = __atomic_load_n(&m->nslabs, __ATOMIC_ACQUIRE);
+    for (size_t n = 2 * slabs * SLAB_REGS; n > 0; n--) {
+        reg_t *reg = clock_advance(m);
         state_t st = state_load(reg);
+        if (!(st.s.flags & MCA_RCACHE_GRDMA_EVICTABLE)) {
+            continue; /* spare, in registration, bypass, persistent or invalid */
+        }
         /* Unused and not recent: invalid only if no hit took it meanwhile (the CAS). */
         while (0 == st.s.count && !(st.s.flags & MCA_RCACHE_GRDMA_RECENT)) {
             state_t inv = {.s = {0, st.s.flags | MCA_RCACHE_FLAGS_INVALID}};
@@ -300,8 +336,6 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
             }
         }
         set_flags(reg, 0, MCA_RCACHE_GRDMA_RECENT);
-        opal_list_remove_item(&m->lru, &reg->reg_list);
-        opal_list_append(&m->lru, &reg->reg_list);
     }
     return false;
 }
@@ -476,19 +510,6 @@ static inline void page_range(const void *addr, size_t size, uintptr_t *base, ui
     *bound = (((uintptr_t) addr + (size ? size : 1) + page_size - 1) & ~(page_size - 1)) - 1;
 }
 
-/*
- * Registrations are carved from slabs of SLAB_REGS, each one aligned to a
- * cache line so that what a hit touches (the public fields, the state word,
- * the index link and key) is one line.  Slabs are freed at destroy.
- */
-#define SLAB_REGS 32
-#define CACHE_LINE 64
-
-static inline size_t reg_stride(const grdma_t *m)
-{
-    return (m->resources.sizeof_reg + CACHE_LINE - 1) & ~(size_t) (CACHE_LINE - 1);
-}
-
 /* A new slab of spare registrations (lock NOT held); false if out of memory. */
 static bool slab_alloc(grdma_t *m)
 {
@@ -503,9 +524,10 @@ static bool slab_alloc(grdma_t *m)
         *(void **) slab = head; /* the slab's first line links the slabs */
     } while (!__atomic_compare_exchange_n(&m->slabs, &head, slab, true, __ATOMIC_RELEASE,
                                           __ATOMIC_RELAXED));
-    reg_t *first = (reg_t *) (slab + CACHE_LINE), *last = first;
-    for (size_t i = 1; i < SLAB_REGS; i++) {
-        last->reg_deferred_next = (reg_t *) (slab + CACHE_LINE + i * stride);
+    __atomic_add_fetch(&m->nslabs, 1, __ATOMIC_RELEASE);
+    reg_t *first = slab_reg(m, slab, 0), *last = first;
+    for (unsigned i = 1; i < SLAB_REGS; i++) {
+        last->reg_deferred_next = slab_reg(m, slab, i);
         last = last->reg_deferred_next;
     }
     stack_push(&m->spare, first, last);
@@ -767,7 +789,6 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     m->max_entries = mca_rcache_grdma_max_entries;
     m->verify_frames = 0 != mca_rcache_base_verify_frames;
     pthread_mutex_init(&m->lock, NULL);
-    opal_list_init(&m->lru);
     opal_list_init(&m->in_use);
     m->fork_gen = mca_rcache_base_fork_gen;
     return &m->super;
