@@ -17,73 +17,81 @@
  *           covered / an uncovered page: median ns.  UCX only queues the
  *           range there and invalidates at its next rcache call; grdma
  *           invalidates in the event
+ *   floor   ns per dependent load of a random cache line in a set as large as
+ *           grdma's cache at this N (a pointer chase): what one cold line of
+ *           the cache costs on this host, the least a covered release pays
  *   B/reg   bytes per cached registration beyond the caller's struct (which,
  *           for grdma, holds the cache's own fields: see the header line)
  * Then a send loop through the io_uring helper, leave_pinned on vs off.
  *
  * UCX runs in a child process so that its memory hooks (libucm) and ours
- * never meet in one process.  Usage: rcache_bench [max_N] (default 1000000).
+ * never meet in one process.  The two take turns round by round (a UCX
+ * round, a grdma round, the order swapped every round), so both sample the
+ * same stretch of this noisy host's time.  Per side: hit, miss and find are
+ * the best batch of BATCH operations over all rounds, the threaded hits the
+ * best round, unmap and rel the median of the samples of all rounds.
+ *
+ * Usage: rcache_bench [max_N]            (default 1000000)
+ *        rcache_bench --count DRIVER N   (under callgrind: rcache_bench_count.c)
  */
 #include "opal_config.h"
 
-#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench/rcache/rcache_bench.h"
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
 #if OPAL_HAVE_LIBURING
 #    include "opal/mca/rcache/base/rcache_uring.h"
 #endif
-#if __has_include(<ucs/memory/rcache.h>) && __has_include(<ucm/api/ucm.h>)
-#    include <ucm/api/ucm.h>
-#    include <ucs/memory/rcache.h>
-#    define BENCH_HAVE_UCX_HEADERS 1
-#endif
 
-#define OPS 1000000
-#define ROUNDS 5 /* hit and find: the best of ROUNDS rounds of OPS / ROUNDS (a noisy host) */
-#define UNMAPS 2000
-#define MISSES 20000
+#define ROUNDS 10       /* per side and measurement, taking turns */
+#define OPS 100000      /* hits (or finds) per round */
+#define BATCH 1000      /* hits, finds or misses timed at once */
+#define UNMAPS 2000     /* samples of unmap and release, over all rounds */
+#define MISSES 20000    /* over all rounds */
+#define FLOOR_LOADS 100000 /* dependent loads per round */
+#define LINE 64
 #define MAX_THREADS 4
 
-/* One cache under test. */
-typedef struct driver_t {
-    const char *name;
-    size_t sizeof_reg; /* what the caller's registration struct costs */
-    int (*create)(void);
-    void *(*get)(void *addr, size_t len); /* NULL on failure */
-    void (*put)(void *handle);
-    void *(*find)(void *addr, size_t len); /* NULL: not supported or not found */
-    void (*destroy)(void);
-    void (*release)(void *addr, size_t len); /* deliver a release event, pages untouched */
-} driver_t;
-
 typedef struct result_t {
-    double hit, miss, find, hit_t[MAX_THREADS + 1], unmap_cov, unmap_unc, rel_cov, rel_unc, bytes;
+    double hit[MAX_THREADS + 1], miss, find, unmap_cov, unmap_unc, rel_cov, rel_unc, floor, bytes;
     int valid;
 } result_t;
 
+typedef enum step_t {
+    STEP_SETUP,    /* a fresh cache with N registrations; bytes per registration */
+    STEP_HIT,      /* a round of hits with 1, 2 and 4 threads */
+    STEP_FIND,     /* a round of finds */
+    STEP_MISS,     /* a round of misses; the last round drops them again */
+    STEP_UNMAP,    /* a round of unmap samples; the last round takes the medians */
+    STEP_RELEASE,  /* a round of release samples; the last round takes the medians */
+    STEP_TEARDOWN, /* destroy the cache */
+} step_t;
+
+typedef struct command_t {
+    step_t step;
+    size_t k; /* index into ns */
+    int round;
+} command_t;
+
+static const step_t rounds_of[] = {STEP_HIT, STEP_FIND, STEP_MISS, STEP_UNMAP, STEP_RELEASE};
 static const size_t ns[] = {100, 1000, 10000, 100000, 1000000};
 #define NN (sizeof(ns) / sizeof(ns[0]))
-static size_t page;
-static uint32_t *rnd; /* OPS random numbers */
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
+/* One side's state (each side is its own process). */
+static const bench_driver_t *drv;
+static unsigned char *cached, *plain, *missing; /* N cached pages; pages none covers */
+static size_t ncached, nplain;
+static double cov[UNMAPS], unc[UNMAPS], raw[UNMAPS];
 
 static long rss_bytes(void)
 {
@@ -95,177 +103,14 @@ static long rss_bytes(void)
         }
         fclose(f);
     }
-    return resident * (long) page;
+    return resident * (long) bench_page;
 }
 
-static unsigned char *map(size_t len)
+/* Bytes the process holds: the malloc heap and mapped chunks. */
+static double held_bytes(void)
 {
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (MAP_FAILED == p) {
-        perror("mmap");
-        exit(1);
-    }
-    return p;
-}
-
-/* ---- grdma ---- */
-
-static mca_rcache_base_module_t *ours;
-
-static int noop_reg(void *d, void *b, size_t s, mca_rcache_base_registration_t *r)
-{
-    return OPAL_SUCCESS;
-}
-static int noop_dereg(void *d, mca_rcache_base_registration_t *r)
-{
-    return OPAL_SUCCESS;
-}
-static int ours_create(void)
-{
-    mca_rcache_base_resources_t res = {.cache_name = "bench",
-                                       .sizeof_reg = sizeof(mca_rcache_base_registration_t),
-                                       .register_mem = noop_reg,
-                                       .deregister_mem = noop_dereg};
-    ours = mca_rcache_base_module_create("grdma", NULL, &res);
-    return ours && ours->rcache_hooked ? 0 : -1;
-}
-static void *ours_get(void *addr, size_t len)
-{
-    mca_rcache_base_registration_t *reg;
-    return OPAL_SUCCESS == ours->rcache_register(ours, addr, len, 0, 0, &reg) ? reg : NULL;
-}
-static void ours_put(void *h)
-{
-    ours->rcache_deregister(ours, h);
-}
-static void *ours_find(void *addr, size_t len)
-{
-    mca_rcache_base_registration_t *reg;
-    return OPAL_SUCCESS == ours->rcache_find(ours, addr, len, &reg) ? reg : NULL;
-}
-static void ours_destroy(void)
-{
-    mca_rcache_base_module_destroy(ours);
-}
-static void ours_release(void *addr, size_t len)
-{
-    mca_rcache_base_release_cb(addr, len, NULL, false);
-}
-static const driver_t grdma_driver = {"grdma",      sizeof(mca_rcache_base_registration_t),
-                                      ours_create,  ours_get,
-                                      ours_put,     ours_find,
-                                      ours_destroy, ours_release};
-
-/* ---- UCX ucs_rcache, through dlopen ---- */
-
-#ifdef BENCH_HAVE_UCX_HEADERS
-static ucs_rcache_t *ucx;
-static ucs_status_t (*p_create)(const ucs_rcache_params_t *, const char *, ucs_stats_node_t *,
-                                ucs_rcache_t **);
-static ucs_status_t (*p_get)(ucs_rcache_t *, void *, size_t, int, void *, ucs_rcache_region_t **);
-static void (*p_put)(ucs_rcache_t *, ucs_rcache_region_t *);
-static void (*p_destroy)(ucs_rcache_t *);
-static void (*p_vm_munmap)(void *, size_t);
-
-static ucs_status_t ucx_noop_reg(void *c, ucs_rcache_t *r, void *a, ucs_rcache_region_t *reg,
-                                 uint16_t f)
-{
-    return UCS_OK;
-}
-static void ucx_noop_dereg(void *c, ucs_rcache_t *r, ucs_rcache_region_t *reg)
-{
-}
-static void ucx_dump(void *c, ucs_rcache_t *r, ucs_rcache_region_t *reg, char *buf, size_t max)
-{
-    buf[0] = '\0';
-}
-static const ucs_rcache_ops_t ucx_ops = {ucx_noop_reg, ucx_noop_dereg, ucx_dump};
-
-static int ucx_create(void)
-{
-    void *h = dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL);
-    if (NULL == h) {
-        return -1;
-    }
-    p_create = (__typeof__(p_create)) dlsym(h, "ucs_rcache_create");
-    p_get = (__typeof__(p_get)) dlsym(h, "ucs_rcache_get");
-    p_put = (__typeof__(p_put)) dlsym(h, "ucs_rcache_region_put");
-    p_destroy = (__typeof__(p_destroy)) dlsym(h, "ucs_rcache_destroy");
-    p_vm_munmap = (__typeof__(p_vm_munmap)) dlsym(RTLD_DEFAULT, "ucm_vm_munmap");
-    if (!p_create || !p_get || !p_put || !p_destroy || !p_vm_munmap) {
-        return -1;
-    }
-    ucs_rcache_params_t params;
-    memset(&params, 0, sizeof(params));
-    params.region_struct_size = sizeof(ucs_rcache_region_t);
-    params.alignment = page;
-    params.max_alignment = page;
-    params.ucm_events = UCM_EVENT_VM_UNMAPPED;
-    params.ucm_event_priority = 1000;
-    params.ops = &ucx_ops;
-    params.max_regions = (unsigned long) -1;
-    params.max_size = SIZE_MAX;
-    params.max_unreleased = SIZE_MAX;
-    return UCS_OK == p_create(&params, "bench", NULL, &ucx) ? 0 : -1;
-}
-static void *ucx_get(void *addr, size_t len)
-{
-    ucs_rcache_region_t *r;
-    return UCS_OK == p_get(ucx, addr, len, PROT_READ | PROT_WRITE, NULL, &r) ? r : NULL;
-}
-static void ucx_put(void *h)
-{
-    p_put(ucx, h);
-}
-static void ucx_destroy(void)
-{
-    p_destroy(ucx);
-}
-static void ucx_release(void *addr, size_t len)
-{
-    p_vm_munmap(addr, len);
-}
-static const driver_t ucx_driver = {"ucs_rcache", sizeof(ucs_rcache_region_t),
-                                    ucx_create,   ucx_get,
-                                    ucx_put,      NULL,
-                                    ucx_destroy,  ucx_release};
-#endif
-
-/* ---- measurements ---- */
-
-static unsigned char *cached; /* N cached one-page regions, one per page */
-static size_t ncached;
-static const driver_t *drv;
-
-static void *hit_thread(void *arg)
-{
-    size_t t = (size_t) arg, nthreads = t >> 16, per = OPS / ROUNDS / (nthreads ? nthreads : 1);
-    t &= 0xffff;
-    for (size_t i = 0; i < per; i++) {
-        void *h = drv->get(cached + (rnd[(i + t * 7919) % OPS] % ncached) * page, page);
-        drv->put(h);
-    }
-    return NULL;
-}
-
-/* ns per hit per thread, nthreads at once; the best round. */
-static double hit_threads(size_t nthreads)
-{
-    pthread_t th[MAX_THREADS];
-    double best = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        double t0 = now_ns();
-        for (size_t i = 0; i < nthreads; i++) {
-            pthread_create(&th[i], NULL, hit_thread, (void *) ((nthreads << 16) | i));
-        }
-        for (size_t i = 0; i < nthreads; i++) {
-            pthread_join(th[i], NULL);
-        }
-        double ns_op = (now_ns() - t0) / (OPS / ROUNDS / nthreads);
-        best = 0 == r || ns_op < best ? ns_op : best;
-    }
-    return best;
+    struct mallinfo2 mi = mallinfo2();
+    return (double) (mi.uordblks + mi.hblkhd);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -280,111 +125,292 @@ static double median(double *sample, size_t n)
     return sample[n / 2];
 }
 
-static double timed_unmap(unsigned char *p, bool raw)
+static void keep_best(double *best, int round, double value)
 {
-    double t0 = now_ns();
-    if (raw) {
-        syscall(SYS_munmap, p, page); /* around the hooks */
-    } else {
-        munmap(p, page);
+    *best = 0 == round || value < *best ? value : *best;
+}
+
+static void *hit_thread(void *arg)
+{
+    size_t t = (size_t) arg, nthreads = t >> 16, per = OPS / nthreads;
+    t &= 0xffff;
+    for (size_t i = 0; i < per; i++) {
+        drv->put(drv->get(bench_cached_page(cached, ncached, i + t * 7919), bench_page));
     }
-    double t = now_ns() - t0;
-    mmap(p, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    return NULL;
+}
+
+/* ns per hit per thread, nthreads at once. */
+static double threads_round(size_t nthreads)
+{
+    pthread_t th[MAX_THREADS];
+    double t0 = bench_now_ns();
+    for (size_t i = 0; i < nthreads; i++) {
+        pthread_create(&th[i], NULL, hit_thread, (void *) ((nthreads << 16) | i));
+    }
+    for (size_t i = 0; i < nthreads; i++) {
+        pthread_join(th[i], NULL);
+    }
+    return (bench_now_ns() - t0) / (OPS / nthreads);
+}
+
+static void op_hit(size_t i)
+{
+    drv->put(drv->get(bench_cached_page(cached, ncached, i), bench_page));
+}
+static void op_find(size_t i)
+{
+    drv->put(drv->find(bench_cached_page(cached, ncached, i), bench_page));
+}
+static void op_miss(size_t i) /* registers (and keeps cached) page i of 'missing' */
+{
+    drv->put(drv->get(missing + i * bench_page, bench_page));
+}
+
+/*
+ * ns per operation of the best batch of BATCH operations op(first .. first + n - 1).
+ * A batch (20-500 us) mostly falls between the time slices of the host's other
+ * jobs, and the best one over all rounds is what the operation costs undisturbed:
+ * steadier from run to run here than the best whole round.
+ */
+static double best_batch(void (*op)(size_t i), size_t first, size_t n)
+{
+    double best = 0;
+    for (size_t b = first; b + BATCH <= first + n; b += BATCH) {
+        double t0 = bench_now_ns();
+        for (size_t i = b; i < b + BATCH; i++) {
+            op(i);
+        }
+        double t = (bench_now_ns() - t0) / BATCH;
+        best = b == first || t < best ? t : best;
+    }
+    return best;
+}
+
+static double timed_unmap(unsigned char *p, bool raw_call)
+{
+    double t0 = bench_now_ns();
+    if (raw_call) {
+        syscall(SYS_munmap, p, bench_page); /* around the hooks */
+    } else {
+        munmap(p, bench_page);
+    }
+    double t = bench_now_ns() - t0;
+    mmap(p, bench_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     return t;
 }
 
 /*
- * What a release event adds to munmap of one page: of a random cached
- * (registered, re-registered after) page, and of a random page of 'plain'
- * that no registration covers, against the raw system call on 'plain'.
+ * Samples [at, at + n) of what a release event adds to munmap of one page: of
+ * a random cached page (registered again after), and of a random page of
+ * 'plain' that no registration covers, against the raw system call on 'plain'.
  */
-static void unmap_costs(unsigned char *plain, size_t nplain, double *covered, double *uncovered)
+static void unmap_samples(size_t at, size_t n)
 {
-    static double cov[UNMAPS], unc[UNMAPS], raw[UNMAPS];
-    for (size_t i = 0; i < UNMAPS; i++) {
-        unsigned char *p = cached + (rnd[i * 13 % OPS] % ncached) * page;
+    for (size_t i = at; i < at + n; i++) {
+        unsigned char *p = bench_cached_page(cached, ncached, i * 13);
         cov[i] = timed_unmap(p, false);
-        drv->put(drv->get(p, page));
-        raw[i] = timed_unmap(plain + (rnd[i * 17 % OPS] % nplain) * page, true);
-        unc[i] = timed_unmap(plain + (rnd[i * 19 % OPS] % nplain) * page, false);
+        drv->put(drv->get(p, bench_page));
+        raw[i] = timed_unmap(bench_cached_page(plain, nplain, i * 17), true);
+        unc[i] = timed_unmap(bench_cached_page(plain, nplain, i * 19), false);
     }
-    double r = median(raw, UNMAPS);
-    *covered = median(cov, UNMAPS) - r;
-    *uncovered = median(unc, UNMAPS) - r;
 }
 
-/* The release event alone on a covered (then registered again) / an uncovered page. */
-static void release_costs(unsigned char *plain, size_t nplain, double *covered, double *uncovered)
+/* Samples [at, at + n) of the release event alone on a covered (then registered
+ * again) / an uncovered page. */
+static void release_samples(size_t at, size_t n)
 {
-    static double cov[UNMAPS], unc[UNMAPS];
-    for (size_t i = 0; i < UNMAPS; i++) {
-        unsigned char *p = cached + (rnd[i * 23 % OPS] % ncached) * page;
-        double t0 = now_ns();
-        drv->release(p, page);
-        cov[i] = now_ns() - t0;
-        drv->put(drv->get(p, page));
-        p = plain + (rnd[i * 29 % OPS] % nplain) * page;
-        t0 = now_ns();
-        drv->release(p, page);
-        unc[i] = now_ns() - t0;
+    for (size_t i = at; i < at + n; i++) {
+        unsigned char *p = bench_cached_page(cached, ncached, i * 23);
+        double t0 = bench_now_ns();
+        drv->release(p, bench_page);
+        cov[i] = bench_now_ns() - t0;
+        drv->put(drv->get(p, bench_page));
+        p = bench_cached_page(plain, nplain, i * 29);
+        t0 = bench_now_ns();
+        drv->release(p, bench_page);
+        unc[i] = bench_now_ns() - t0;
     }
-    *covered = median(cov, UNMAPS);
-    *uncovered = median(unc, UNMAPS);
 }
 
-/* Bytes the process holds: the malloc heap and mapped chunks, and what is resident. */
-static double held_bytes(void)
+static int setup(size_t n, result_t *r)
 {
-    struct mallinfo2 mi = mallinfo2();
-    return (double) (mi.uordblks + mi.hblkhd);
+    if (0 != drv->create()) {
+        return -1;
+    }
+    ncached = n;
+    cached = bench_map(ncached * bench_page);
+    nplain = n > UNMAPS ? n : UNMAPS;
+    plain = bench_map(nplain * bench_page);
+    missing = bench_map(MISSES * bench_page);
+    long rss0 = rss_bytes();
+    double heap0 = held_bytes();
+    for (size_t i = 0; i < ncached; i++) {
+        drv->put(drv->get(cached + i * bench_page, bench_page));
+    }
+    /* The larger of the two: a cache may take memory from malloc or map its own. */
+    double heap = held_bytes() - heap0, rss = (double) (rss_bytes() - rss0);
+    r->bytes = (heap > rss ? heap : rss) / ncached - (double) drv->sizeof_reg;
+    return 0;
 }
 
-static void run_driver(const driver_t *d, size_t max_n, result_t *res)
+static void run_step(const command_t *c, result_t *r)
 {
-    drv = d;
-    size_t nplain = max_n > UNMAPS ? max_n : UNMAPS;
-    unsigned char *plain = map(nplain * page);
-    unsigned char *miss = map(MISSES * page);
-    /* A fresh cache for each N: what it holds is what N registrations cost. */
-    for (size_t k = 0; k < NN && ns[k] <= max_n && 0 == d->create(); k++) {
-        result_t *r = &res[k];
-        ncached = ns[k];
-        cached = map(ncached * page);
-        long rss0 = rss_bytes();
-        double heap0 = held_bytes();
-        for (size_t i = 0; i < ncached; i++) {
-            d->put(d->get(cached + i * page, page));
-        }
-        /* The larger of the two: a cache may take memory from malloc or map its own. */
-        double heap = held_bytes() - heap0, rss = (double) (rss_bytes() - rss0);
-        r->bytes = (heap > rss ? heap : rss) / ncached - (double) d->sizeof_reg;
-        r->hit = hit_threads(1);
+    size_t per = UNMAPS / ROUNDS, at = c->round * per, misses = MISSES / ROUNDS;
+    bool last = ROUNDS - 1 == c->round;
+    switch (c->step) {
+    case STEP_SETUP:
+        r->valid = 0 == setup(ns[c->k], r);
+        break;
+    case STEP_HIT:
+        keep_best(&r->hit[1], c->round, best_batch(op_hit, 0, OPS));
         for (size_t t = 2; t <= MAX_THREADS; t *= 2) {
-            r->hit_t[t] = hit_threads(t);
+            keep_best(&r->hit[t], c->round, threads_round(t));
         }
-        for (int round = 0; d->find && round < ROUNDS; round++) {
-            double t0 = now_ns();
-            for (size_t i = 0; i < OPS / ROUNDS; i++) {
-                d->put(d->find(cached + (rnd[i] % ncached) * page, page));
-            }
-            double ns_op = (now_ns() - t0) / (OPS / ROUNDS);
-            r->find = 0 == round || ns_op < r->find ? ns_op : r->find;
+        break;
+    case STEP_FIND:
+        if (drv->find) {
+            keep_best(&r->find, c->round, best_batch(op_find, 0, OPS));
         }
-        double t0 = now_ns();
-        for (size_t i = 0; i < MISSES; i++) {
-            d->put(d->get(miss + i * page, page));
+        break;
+    case STEP_MISS:
+        keep_best(&r->miss, c->round, best_batch(op_miss, c->round * misses, misses));
+        if (last) {
+            munmap(missing, MISSES * bench_page); /* drop them again: N stays N */
         }
-        r->miss = (now_ns() - t0) / MISSES;
-        munmap(miss, MISSES * page); /* drop them again: N stays N */
-        miss = map(MISSES * page);
-        unmap_costs(plain, nplain, &r->unmap_cov, &r->unmap_unc);
-        release_costs(plain, nplain, &r->rel_cov, &r->rel_unc);
-        r->valid = 1;
-        munmap(cached, ncached * page);
-        d->destroy();
+        break;
+    case STEP_UNMAP:
+        unmap_samples(at, per);
+        if (last) {
+            double r0 = median(raw, UNMAPS);
+            r->unmap_cov = median(cov, UNMAPS) - r0;
+            r->unmap_unc = median(unc, UNMAPS) - r0;
+        }
+        break;
+    case STEP_RELEASE:
+        release_samples(at, per);
+        if (last) {
+            r->rel_cov = median(cov, UNMAPS);
+            r->rel_unc = median(unc, UNMAPS);
+        }
+        break;
+    case STEP_TEARDOWN:
+        munmap(cached, ncached * bench_page);
+        munmap(plain, nplain * bench_page);
+        drv->destroy();
+        break;
     }
-    munmap(miss, MISSES * page);
-    munmap(plain, nplain * page);
+}
+
+/* ---- the UCX side: a child that runs the steps it is sent ---- */
+
+static int to_child = -1, from_child = -1;
+
+#ifdef BENCH_HAVE_UCX_HEADERS
+static void start_ucx_child(result_t *res)
+{
+    int cmd[2], ack[2];
+    if (0 != pipe(cmd) || 0 != pipe(ack)) {
+        perror("pipe");
+        exit(1);
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (0 == pid) {
+        close(cmd[1]);
+        close(ack[0]);
+        drv = &bench_ucx_driver;
+        command_t c;
+        while (sizeof(c) == read(cmd[0], &c, sizeof(c))) {
+            run_step(&c, &res[c.k]);
+            if (1 != write(ack[1], "", 1)) {
+                break;
+            }
+        }
+        _exit(0);
+    }
+    close(cmd[0]);
+    close(ack[1]);
+    if (pid > 0) {
+        to_child = cmd[1];
+        from_child = ack[0];
+    }
+}
+#endif
+
+static void stop_ucx_child(void)
+{
+    if (to_child >= 0) {
+        close(to_child);
+        close(from_child);
+        to_child = from_child = -1;
+        wait(NULL);
+    }
+}
+
+static void ucx_step(const command_t *c, const result_t *res)
+{
+    char ack;
+    if (to_child < 0) {
+        return;
+    }
+    if (sizeof(*c) != write(to_child, c, sizeof(*c)) || 1 != read(from_child, &ack, 1)) {
+        stop_ucx_child(); /* it died: the table says UCX not measured from here on */
+    } else if (STEP_SETUP == c->step && !res[c->k].valid) {
+        stop_ucx_child();
+    }
+}
+
+/* Both sides, one after the other; which one goes first alternates by round. */
+static void both_step(step_t step, size_t k, int round, result_t *ours, result_t *ucx)
+{
+    command_t c = {step, k, round};
+    if (round & 1) {
+        run_step(&c, &ours[k]);
+        ucx_step(&c, ucx);
+    } else {
+        ucx_step(&c, ucx);
+        run_step(&c, &ours[k]);
+    }
+}
+
+/* ---- the memory floor ---- */
+
+/*
+ * ns per dependent load of a random line of a set of 'bytes': a pointer chase
+ * through one random cycle over all its lines (Sattolo's shuffle), so every
+ * load waits for the one before and none is predictable.
+ */
+static double memory_floor(size_t bytes)
+{
+    size_t lines = bytes / LINE > 2 ? bytes / LINE : 2;
+    unsigned char *set = bench_map(lines * LINE);
+    uint32_t *order = malloc(lines * sizeof(*order));
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (size_t i = 0; i < lines; i++) {
+        order[i] = (uint32_t) i;
+    }
+    for (size_t i = lines - 1; i > 0; i--) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t j = x % i, t = order[i];
+        order[i] = order[j], order[j] = (uint32_t) t;
+    }
+    for (size_t i = 0; i < lines; i++) {
+        *(void **) (set + i * LINE) = set + (size_t) order[i] * LINE;
+    }
+    free(order);
+    double sample[ROUNDS];
+    void *p = set;
+    for (int r = 0; r < ROUNDS; r++) {
+        double t0 = bench_now_ns();
+        for (size_t i = 0; i < FLOOR_LOADS; i++) {
+            p = *(void **) p;
+        }
+        sample[r] = (bench_now_ns() - t0) / FLOOR_LOADS;
+    }
+    __asm__ volatile("" : : "r"(p)); /* the chase is used */
+    munmap(set, lines * LINE);
+    return median(sample, ROUNDS);
 }
 
 #if OPAL_HAVE_LIBURING
@@ -403,9 +429,9 @@ static double uring_send_loop(const char *leave_pinned)
             mca_rcache_base_module_t *rc = mca_rcache_base_module_create(NULL, NULL, &res);
             int fd = memfd_create("bench", 0);
             size_t len = 64 * 1024, iters = 20000;
-            unsigned char *buf = map(len);
+            unsigned char *buf = bench_map(len);
             memset(buf, 1, len);
-            double t0 = now_ns();
+            double t0 = bench_now_ns();
             for (size_t i = 0; rc && i < iters; i++) {
                 mca_rcache_base_registration_t *reg;
                 rc->rcache_register(rc, buf, len, 0, 0, &reg);
@@ -418,7 +444,7 @@ static double uring_send_loop(const char *leave_pinned)
                 io_uring_cqe_seen(&ring, cqe);
                 rc->rcache_deregister(rc, reg);
             }
-            result = rc ? (now_ns() - t0) / iters : -1;
+            result = rc ? (bench_now_ns() - t0) / iters : -1;
             if (rc) {
                 mca_rcache_base_module_destroy(rc);
             }
@@ -442,70 +468,106 @@ static void print_ratio(double a, double b)
     }
 }
 
+static void print_table(const result_t *our_res, const result_t *ucx_res)
+{
+    printf("ns per operation (hit, miss, find: the best batch of %d; hit x2/x4: the best of %d "
+           "rounds); ratio = grdma / ucs_rcache (%s); unmap+ is the median added to munmap of a "
+           "covered (c) / uncovered (u) page; floor: one dependent cold load; sizeof "
+           "registration: grdma %zu",
+           BATCH, ROUNDS,
+           ucx_res[0].valid ? "UCX measured in the same run, rounds taking turns"
+                            : "UCX not available",
+           bench_grdma_driver.sizeof_reg);
+#ifdef BENCH_HAVE_UCX_HEADERS
+    printf(", ucs_rcache %zu", bench_ucx_driver.sizeof_reg);
+#endif
+    printf("\n%8s %6s %6s %5s %6s %6s %5s %6s %7s %7s %7s %7s %7s %7s %5s %5s %5s %5s %5s %5s "
+           "%5s\n",
+           "N", "hit", "ucx", "ratio", "miss", "ucx", "ratio", "find", "hit x2", "hit x4",
+           "unmap+c", "ucx", "unmap+u", "ucx", "rel c", "ucx", "floor", "rel u", "ucx", "B/reg",
+           "ucx");
+    for (size_t k = 0; k < NN && our_res[k].valid; k++) {
+        const result_t *o = &our_res[k], z = {0}, *u = ucx_res[k].valid ? &ucx_res[k] : &z;
+        printf("%8zu %6.1f %6.1f", ns[k], o->hit[1], u->hit[1]);
+        print_ratio(o->hit[1], u->hit[1]);
+        printf(" %6.1f %6.1f", o->miss, u->miss);
+        print_ratio(o->miss, u->miss);
+        printf(" %6.1f %7.1f %7.1f %7.0f %7.0f %7.0f %7.0f %5.0f %5.0f %5.0f %5.0f %5.0f %5.0f "
+               "%5.0f\n",
+               o->find, o->hit[2], o->hit[4], o->unmap_cov, u->unmap_cov, o->unmap_unc,
+               u->unmap_unc, o->rel_cov, u->rel_cov, o->floor, o->rel_unc, u->rel_unc, o->bytes,
+               u->bytes);
+    }
+    if (ucx_res[0].valid) {
+        printf("ucs_rcache hit x2 / x4:");
+        for (size_t k = 0; k < NN && ucx_res[k].valid; k++) {
+            printf("  N=%zu %.1f / %.1f", ns[k], ucx_res[k].hit[2], ucx_res[k].hit[4]);
+        }
+        printf("\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
-    size_t max_n = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
-    page = (size_t) sysconf(_SC_PAGESIZE);
-    rnd = malloc(OPS * sizeof(*rnd));
+    bench_page = (size_t) sysconf(_SC_PAGESIZE);
+    bench_rnd = malloc(BENCH_RND * sizeof(*bench_rnd));
     uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < OPS; i++) {
+    for (size_t i = 0; i < BENCH_RND; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        rnd[i] = (uint32_t) (x >> 16);
+        bench_rnd[i] = (uint32_t) (x >> 16);
     }
-    /* UCX first, in a child, results through shared memory. */
+    if (argc > 1 && 0 == strcmp(argv[1], "--count")) {
+        char *end = NULL;
+        size_t n = 4 == argc ? strtoul(argv[3], &end, 10) : 0;
+        if (0 == n || *end) {
+            fprintf(stderr, "usage: rcache_bench --count grdma|ucs_rcache N (N >= 1)\n");
+            return 2;
+        }
+        return bench_count_main(argv[2], n);
+    }
+    char *end = NULL;
+    size_t max_n = argc > 1 ? strtoul(argv[1], &end, 10) : ns[NN - 1];
+    if (argc > 2 || (end && *end) || max_n < ns[0]) {
+        fprintf(stderr, "usage: rcache_bench [max_N >= %zu] | rcache_bench --count DRIVER N\n",
+                ns[0]);
+        return 2;
+    }
+
+    /* UCX's side first forks, before our hooks are installed in this process. */
     result_t *ucx_res = mmap(NULL, sizeof(result_t) * NN, PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     memset(ucx_res, 0, sizeof(result_t) * NN);
 #ifdef BENCH_HAVE_UCX_HEADERS
-    fflush(NULL);
-    pid_t pid = fork();
-    if (0 == pid) {
-        run_driver(&ucx_driver, max_n, ucx_res);
-        _exit(0);
-    }
-    waitpid(pid, NULL, 0);
+    start_ucx_child(ucx_res);
 #endif
     setenv("OMPI_MCA_mpi_leave_pinned", "1", 1);
     if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
         return 1;
     }
+    drv = &bench_grdma_driver;
     result_t our_res[NN];
     memset(our_res, 0, sizeof(our_res));
-    run_driver(&grdma_driver, max_n, our_res);
+    for (size_t k = 0; k < NN && ns[k] <= max_n; k++) {
+        both_step(STEP_SETUP, k, 0, our_res, ucx_res);
+        if (!our_res[k].valid) {
+            break;
+        }
+        for (size_t s = 0; s < sizeof(rounds_of) / sizeof(rounds_of[0]); s++) {
+            for (int round = 0; round < ROUNDS; round++) {
+                both_step(rounds_of[s], k, round, our_res, ucx_res);
+            }
+        }
+        /* the set grdma's cache holds, as its release events see it */
+        our_res[k].floor = memory_floor((size_t) ((our_res[k].bytes + drv->sizeof_reg) * ns[k]));
+        both_step(STEP_TEARDOWN, k, 0, our_res, ucx_res);
+    }
+    stop_ucx_child();
     opal_finalize_util();
     if (!our_res[0].valid) {
         fprintf(stderr, "grdma could not run with memory hooks here\n");
         return 1;
     }
-
-    printf("ns per operation; ratio = grdma / ucs_rcache (%s); unmap+ is the median added to "
-           "munmap of a covered (c) / uncovered (u) page; sizeof registration: grdma %zu",
-           ucx_res[0].valid ? "UCX measured in the same run" : "UCX not available",
-           sizeof(mca_rcache_base_registration_t));
-#ifdef BENCH_HAVE_UCX_HEADERS
-    printf(", ucs_rcache %zu", sizeof(ucs_rcache_region_t));
-#endif
-    printf("\n");
-    printf("%8s %6s %6s %5s %6s %6s %5s %6s %7s %7s %7s %7s %7s %7s %5s %5s %5s %5s %5s %5s\n",
-           "N", "hit", "ucx", "ratio", "miss", "ucx", "ratio", "find", "hit x2", "hit x4",
-           "unmap+c", "ucx", "unmap+u", "ucx", "rel c", "ucx", "rel u", "ucx", "B/reg", "ucx");
-    for (size_t k = 0; k < NN && our_res[k].valid; k++) {
-        result_t *o = &our_res[k], z = {0}, *u = ucx_res[k].valid ? &ucx_res[k] : &z;
-        printf("%8zu %6.1f %6.1f", ns[k], o->hit, u->hit);
-        print_ratio(o->hit, u->hit);
-        printf(" %6.1f %6.1f", o->miss, u->miss);
-        print_ratio(o->miss, u->miss);
-        printf(" %6.1f %7.1f %7.1f %7.0f %7.0f %7.0f %7.0f %5.0f %5.0f %5.0f %5.0f %5.0f %5.0f\n",
-               o->find, o->hit_t[2], o->hit_t[4], o->unmap_cov, u->unmap_cov, o->unmap_unc,
-               u->unmap_unc, o->rel_cov, u->rel_cov, o->rel_unc, u->rel_unc, o->bytes, u->bytes);
-    }
-    if (ucx_res[0].valid) {
-        printf("ucs_rcache hit x2 / x4:");
-        for (size_t k = 0; k < NN && ucx_res[k].valid; k++) {
-            printf("  N=%zu %.1f / %.1f", ns[k], ucx_res[k].hit_t[2], ucx_res[k].hit_t[4]);
-        }
-        printf("\n");
-    }
+    print_table(our_res, ucx_res);
 #if OPAL_HAVE_LIBURING
     double on = uring_send_loop("1"), off = uring_send_loop("0");
     if (on > 0 && off > 0) {

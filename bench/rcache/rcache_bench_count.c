@@ -1,0 +1,131 @@
+/*
+ * rcache_bench --count DRIVER N: the operations of the timing run, counted in
+ * instructions by callgrind instead of timed (bench/rcache/callgrind.sh runs
+ * it).  The host's timings swing by 1.5-2x; the instructions of the same loop
+ * on the same data do not.
+ *
+ * Run under valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no.
+ * Each phase does COUNT_WARM + COUNT_OPS operations, collects only the
+ * operation itself (the address and any re-registration after it are not
+ * collected) from the COUNT_WARM-th on, and dumps as "callgrind.out.*.<k>"
+ * named by the phase.  The "loop" phase calls an empty operation the same
+ * way: the script subtracts it, so the counts are what the cache's calls
+ * cost, the driver's few wrapper instructions included.
+ */
+#include "opal_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "bench/rcache/rcache_bench.h"
+#include "opal/runtime/opal.h"
+#ifdef HAVE_VALGRIND_VALGRIND_H
+#    include <valgrind/callgrind.h>
+#endif
+
+#define COUNT_OPS 20000
+#define COUNT_WARM 1000 /* lazy binding, first-use paths: not counted */
+
+#ifdef HAVE_VALGRIND_VALGRIND_H
+static const bench_driver_t *drv;
+
+typedef void (*op_fn)(void *addr);
+
+/* noinline: every phase, "loop" included, pays the same call. */
+static __attribute__((noinline)) void op_none(void *p)
+{
+    __asm__ volatile("" ::: "memory");
+}
+static __attribute__((noinline)) void op_hit(void *p)
+{
+    drv->put(drv->get(p, bench_page));
+}
+static __attribute__((noinline)) void op_release(void *p)
+{
+    drv->release(p, bench_page);
+}
+/* The release and the next registration of the page: UCX only queues the range
+ * in the release and invalidates at its next call, grdma in the release. */
+static __attribute__((noinline)) void op_release_reg(void *p)
+{
+    op_release(p);
+    op_hit(p);
+}
+
+/*
+ * One phase: op on page i of base (random among n, or the i-th when n is 0),
+ * then 'after' (not collected) on the same page.
+ */
+static void count_phase(const char *name, unsigned char *base, size_t n, op_fn op, op_fn after)
+{
+    for (size_t i = 0; i < COUNT_WARM + COUNT_OPS; i++) {
+        void *p = n ? bench_cached_page(base, n, i * 7) : base + i * bench_page;
+        if (COUNT_WARM == i) {
+            CALLGRIND_ZERO_STATS;
+        }
+        CALLGRIND_TOGGLE_COLLECT;
+        op(p);
+        CALLGRIND_TOGGLE_COLLECT;
+        if (after) {
+            after(p);
+        }
+    }
+    CALLGRIND_DUMP_STATS_AT(name);
+}
+
+int bench_count_main(const char *driver, size_t n)
+{
+    if (!RUNNING_ON_VALGRIND) {
+        fprintf(stderr, "rcache_bench --count: run it under valgrind --tool=callgrind "
+                        "(bench/rcache/callgrind.sh does)\n");
+        return 2;
+    }
+    if (0 == strcmp(driver, bench_grdma_driver.name)) {
+        setenv("OMPI_MCA_mpi_leave_pinned", "1", 1);
+        if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
+            return 1;
+        }
+        drv = &bench_grdma_driver;
+#    ifdef BENCH_HAVE_UCX_HEADERS
+    } else if (0 == strcmp(driver, bench_ucx_driver.name)) {
+        bench_ucx_external_events = true; /* libucm's hooks do not come up under valgrind */
+        drv = &bench_ucx_driver;
+#    endif
+    } else {
+        fprintf(stderr, "rcache_bench --count: unknown or unavailable driver '%s'\n", driver);
+        return 2;
+    }
+    if (0 != drv->create()) {
+        fprintf(stderr, "rcache_bench --count: %s could not be created here\n", drv->name);
+        return 1;
+    }
+    unsigned char *cached = bench_map(n * bench_page);
+    unsigned char *plain = bench_map(COUNT_OPS * bench_page);
+    unsigned char *fresh = bench_map((COUNT_WARM + COUNT_OPS) * bench_page);
+    for (size_t i = 0; i < n; i++) {
+        drv->put(drv->get(cached + i * bench_page, bench_page));
+    }
+    CALLGRIND_START_INSTRUMENTATION;
+    count_phase("loop", cached, n, op_none, NULL);
+    count_phase("hit", cached, n, op_hit, NULL);
+    count_phase("rel u", plain, COUNT_OPS, op_release, NULL);
+    count_phase("rel c", cached, n, op_release, op_hit);
+    count_phase("rel c+reg", cached, n, op_release_reg, NULL);
+    count_phase("miss", fresh, 0, op_hit, NULL); /* last: it grows the cache */
+    CALLGRIND_STOP_INSTRUMENTATION;
+    printf("%s N=%zu ops=%d\n", drv->name, n, COUNT_OPS);
+    drv->destroy();
+    if (drv == &bench_grdma_driver) {
+        opal_finalize_util();
+    }
+    return 0;
+}
+#else
+int bench_count_main(const char *driver, size_t n)
+{
+    fprintf(stderr, "rcache_bench --count: built without <valgrind/callgrind.h>\n");
+    return 2;
+}
+#endif
