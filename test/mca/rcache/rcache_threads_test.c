@@ -5,7 +5,11 @@
  * hook fires inside it: were it called under the cache lock, or were the
  * hook to wait for a lock held across the allocator, this would deadlock
  * (caught by alarm).  No stale hit: after a release returns, a find on its
- * range never yields a registration made before it.
+ * range never yields a registration made before it.  An 11th thread
+ * creates and destroys modules all along (the release callback walks the
+ * live modules meanwhile, without a lock): each one hears of the release
+ * of a page it registered, and pairs every register_mem with a
+ * deregister_mem.
  */
 #include "opal_config.h"
 
@@ -65,6 +69,39 @@ static void *worker(void *arg)
     return NULL;
 }
 
+#define CHURNS 2000
+static volatile long churn_missed, churn_unpaired;
+
+static void *churner(void *arg)
+{
+    (void) arg;
+    for (int i = 0; i < CHURNS; i++) {
+        mock_dev_t d = {0};
+        mca_rcache_base_resources_t r;
+        mock_resources(&d, &r);
+        mca_rcache_base_module_t *m = mca_rcache_base_module_create(NULL, NULL, &r);
+        unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (NULL == m || MAP_FAILED == p) {
+            __atomic_add_fetch(&errors, 1, __ATOMIC_RELAXED);
+            break;
+        }
+        mca_rcache_base_registration_t *reg;
+        if (OPAL_SUCCESS == m->rcache_register(m, p, 4096, 0, 0, &reg)) {
+            m->rcache_deregister(m, reg);
+        }
+        munmap(p, 4096);
+        if (OPAL_SUCCESS == m->rcache_find(m, p, 4096, &reg)) {
+            __atomic_add_fetch(&churn_missed, 1, __ATOMIC_RELAXED);
+            m->rcache_deregister(m, reg);
+        }
+        mca_rcache_base_module_destroy(m);
+        if (d.registered != d.deregistered || 0 != d.bad_dereg) {
+            __atomic_add_fetch(&churn_unpaired, 1, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
 static void *releaser(void *arg)
 {
     unsigned seed = (unsigned) (uintptr_t) arg;
@@ -109,13 +146,17 @@ int main(void)
     region = mmap(NULL, SLOTS * SLOT_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                   -1, 0);
     alarm(300); /* a deadlock fails the test instead of hanging it */
-    pthread_t t[10];
-    for (uintptr_t i = 0; i < 10; i++) {
-        pthread_create(&t[i], NULL, i < 8 ? worker : releaser, (void *) (i * 7919 + 1));
+    pthread_t t[11];
+    for (uintptr_t i = 0; i < 11; i++) {
+        pthread_create(&t[i], NULL, i < 8 ? worker : i < 10 ? releaser : churner, (void *) (i * 7919 + 1));
     }
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 11; i++) {
         pthread_join(t[i], NULL);
     }
+    CHECK_MSG(0 == churn_missed, "%ld modules made and destroyed meanwhile missed a release",
+              churn_missed);
+    CHECK_MSG(0 == churn_unpaired, "%ld modules made and destroyed meanwhile did not pair "
+              "register_mem with deregister_mem", churn_unpaired);
     CHECK_MSG(0 == stale_hits, "%ld stale hits", stale_hits);
     CHECK_MSG(0 == errors, "%ld failed calls", errors);
     CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));

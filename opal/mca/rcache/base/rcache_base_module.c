@@ -2,15 +2,15 @@
  * Module creation and destruction, and the release callback.
  *
  * Locks, in order: base_lock (create/destroy/atfork; may be held while the
- * hooks are installed and while a module allocates) before live_lock (the
- * list of live modules; held only for list surgery, never across a call
- * that may allocate) before each module's own lock.  The release callback
- * takes live_lock for reading: no writer ever waits for the allocator while
- * holding it, so a hook inside free() cannot deadlock on it.
+ * hooks are installed and while a module allocates) before each module's
+ * own lock.  The release callback takes neither: it walks the hooked
+ * modules' slots (below), so a hook inside free() waits for nobody but the
+ * module it calls.
  */
 #include "opal_config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "opal/constants.h"
@@ -21,26 +21,77 @@
 volatile uint32_t mca_rcache_base_fork_gen;
 
 static pthread_mutex_t base_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_rwlock_t live_lock = PTHREAD_RWLOCK_INITIALIZER;
-static opal_list_t live_modules = OPAL_LIST_STATIC_INIT(live_modules);
+static opal_list_t live_modules = OPAL_LIST_STATIC_INIT(live_modules); /* base_lock */
 static int hooked_modules; /* modules holding the release callback */
 static bool atfork_installed;
 
 #define MODULE_OF(item) \
     ((mca_rcache_base_module_t *) ((char *) (item) - offsetof(mca_rcache_base_module_t, rcache_live)))
 
+/*
+ * What the release callback walks, without a lock: one slot per hooked
+ * module (a line each: threads in different modules share nothing).  A
+ * slot counts the threads inside its module's release.  Destroy clears the
+ * slot and then waits for that count to drain; a caller announces itself
+ * and then looks at the slot (seq_cst on both sides), so either it sees
+ * the slot cleared or the destroyer sees it counted.
+ */
+#define MAX_HOOKED_MODULES 64
+typedef struct {
+    mca_rcache_base_module_t *module;
+    unsigned users;
+} __attribute__((aligned(64))) hooked_slot_t;
+static hooked_slot_t hooked_slots[MAX_HOOKED_MODULES];
+static int hooked_slots_used; /* no slot at or above it was ever taken */
+
 void mca_rcache_base_release_cb(void *buf, size_t length, void *cbdata, bool from_alloc)
 {
     (void) cbdata;
-    pthread_rwlock_rdlock(&live_lock);
-    for (opal_list_item_t *it = opal_list_get_first(&live_modules);
-         it != opal_list_get_end(&live_modules); it = it->opal_list_next) {
-        mca_rcache_base_module_t *m = MODULE_OF(it);
-        if (m->rcache_hooked) {
+    const int n = __atomic_load_n(&hooked_slots_used, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++) {
+        hooked_slot_t *slot = &hooked_slots[i];
+        if (NULL == __atomic_load_n(&slot->module, __ATOMIC_RELAXED)) {
+            continue;
+        }
+        __atomic_add_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+        mca_rcache_base_module_t *m = __atomic_load_n(&slot->module, __ATOMIC_SEQ_CST);
+        if (NULL != m) {
             m->rcache_release(m, buf, length, from_alloc);
         }
+        __atomic_sub_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
     }
-    pthread_rwlock_unlock(&live_lock);
+}
+
+/* Make a hooked module reachable from the release callback (base_lock held). */
+static bool slot_add(mca_rcache_base_module_t *module)
+{
+    for (int i = 0; i < MAX_HOOKED_MODULES; i++) {
+        hooked_slot_t *slot = &hooked_slots[i];
+        if (NULL == slot->module && 0 == __atomic_load_n(&slot->users, __ATOMIC_SEQ_CST)) {
+            __atomic_store_n(&slot->module, module, __ATOMIC_SEQ_CST);
+            if (i >= hooked_slots_used) {
+                __atomic_store_n(&hooked_slots_used, i + 1, __ATOMIC_RELEASE);
+            }
+            return true;
+        }
+    }
+    opal_output("rcache: more than %d registration caches with memory release hooks",
+                MAX_HOOKED_MODULES);
+    return false;
+}
+
+/* When it returns, no release callback is inside the module or will enter it (base_lock held). */
+static void slot_remove(mca_rcache_base_module_t *module)
+{
+    for (int i = 0; i < hooked_slots_used; i++) {
+        hooked_slot_t *slot = &hooked_slots[i];
+        if (slot->module == module) {
+            __atomic_store_n(&slot->module, NULL, __ATOMIC_SEQ_CST);
+            while (0 != __atomic_load_n(&slot->users, __ATOMIC_SEQ_CST)) {
+                sched_yield();
+            }
+        }
+    }
 }
 
 /*
@@ -60,14 +111,12 @@ static void atfork_each(mca_rcache_base_atfork_phase_t phase)
 static void atfork_prepare(void)
 {
     pthread_mutex_lock(&base_lock);
-    pthread_rwlock_wrlock(&live_lock);
     atfork_each(MCA_RCACHE_ATFORK_PREPARE);
 }
 
 static void atfork_parent(void)
 {
     atfork_each(MCA_RCACHE_ATFORK_PARENT);
-    pthread_rwlock_unlock(&live_lock);
     pthread_mutex_unlock(&base_lock);
 }
 
@@ -76,7 +125,6 @@ static void atfork_child(void)
 {
     __atomic_add_fetch(&mca_rcache_base_fork_gen, 1, __ATOMIC_RELEASE);
     atfork_each(MCA_RCACHE_ATFORK_CHILD);
-    pthread_rwlock_init(&live_lock, NULL);
     pthread_mutex_init(&base_lock, NULL);
 }
 
@@ -181,6 +229,10 @@ mca_rcache_base_module_t *mca_rcache_base_module_create(const char *name, void *
         atfork_installed = true;
     }
     module = comp->rcache_create(user_data, resources, leave_pinned);
+    if (NULL != module && hooked && !slot_add(module)) {
+        module->rcache_finalize(module);
+        module = NULL;
+    }
     if (NULL == module) {
         if (hooked) {
             drop_hook_reference();
@@ -190,9 +242,7 @@ mca_rcache_base_module_t *mca_rcache_base_module_create(const char *name, void *
     }
     module->super.module_component = &comp->rcache_version;
     module->rcache_hooked = hooked;
-    pthread_rwlock_wrlock(&live_lock);
     opal_list_append(&live_modules, &module->rcache_live);
-    pthread_rwlock_unlock(&live_lock);
     pthread_mutex_unlock(&base_lock);
     return module;
 }
@@ -200,11 +250,12 @@ mca_rcache_base_module_t *mca_rcache_base_module_create(const char *name, void *
 /* base_lock held. */
 static void destroy_locked(mca_rcache_base_module_t *module)
 {
-    pthread_rwlock_wrlock(&live_lock);
     opal_list_remove_item(&live_modules, &module->rcache_live);
-    pthread_rwlock_unlock(&live_lock);
-    /* No release callback can reach the module any more. */
     bool hooked = module->rcache_hooked;
+    if (hooked) {
+        slot_remove(module);
+    }
+    /* No release callback can reach the module any more. */
     module->rcache_finalize(module);
     if (hooked) {
         drop_hook_reference();
