@@ -32,6 +32,7 @@
 #pragma weak dlsym
 #pragma weak dlopen
 #pragma weak dlclose
+#pragma weak dlmopen
 
 #define SENTINEL 0x5a5a0f0f12345678L
 #define MAX_EVENTS 256
@@ -335,6 +336,38 @@ static int check_allocator(void)
     return failed;
 }
 
+/*
+ * The copy of libc that dlmopen brings into a new namespace has its own
+ * allocator and its own munmap: free() of a large block there must
+ * produce an event too.
+ */
+static int check_namespace(void)
+{
+    void *ns = NULL != dlmopen ? dlmopen(LM_ID_NEWLM, LIBC_SO, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void *(*ns_malloc)(size_t) = ns ? (void *(*) (size_t)) dlsym(ns, "malloc") : NULL;
+    void (*ns_free)(void *) = ns ? (void (*)(void *)) dlsym(ns, "free") : NULL;
+    if (NULL == ns_malloc || NULL == ns_free) {
+        printf("  (namespace check skipped: no dlmopen of %s here%s%s)\n", LIBC_SO,
+               NULL != dlmopen ? ": " : "", NULL != dlmopen ? dlerror() : "");
+        if (ns) {
+            dlclose(ns);
+        }
+        return 0;
+    }
+    const size_t big = 64UL << 20;
+    char *p = ns_malloc(big);
+    int failed = 0;
+    if (NULL != p) {
+        uintptr_t first = align_up((uintptr_t) p), last = ((uintptr_t) p + big) & ~(page - 1);
+        *(long *) first = SENTINEL;
+        start_check(first);
+        ns_free(p);
+        failed = expect_release("free (a dlmopen namespace's libc)", first, last);
+    }
+    dlclose(ns);
+    return failed;
+}
+
 void opal_patcher_info_print_patches(void)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
@@ -393,7 +426,7 @@ int opal_patcher_info_selftest(void)
                  check_madvise(MADV_FREE, "madvise (MADV_FREE)") + check_madvise(MADV_REMOVE, "madvise (MADV_REMOVE)") +
                  check_mmap() + check_brk() + check_shm();
     if (glibc_malloc()) {
-        failed += check_allocator();
+        failed += check_allocator() + check_namespace();
     } else {
         printf("  (allocator checks skipped: free() is not glibc's)\n");
     }
