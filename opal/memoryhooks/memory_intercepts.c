@@ -71,6 +71,17 @@ static __thread chain_frame_t *chain_top __attribute__((tls_model("initial-exec"
  */
 static bool chain_frames_needed;
 
+/* Whether a frame of an outer intercept of this thread covers [start, end). */
+static inline bool reported_by_outer(const chain_frame_t *outer, uintptr_t start, uintptr_t end)
+{
+    for (; __builtin_expect(NULL != outer, 0); outer = outer->outer) {
+        if (start >= outer->start && end <= outer->end) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Report [start, end) unless the chain of an outer intercept did already. */
 static inline void release(chain_frame_t *frame, uintptr_t start, uintptr_t end)
 {
@@ -79,8 +90,7 @@ static inline void release(chain_frame_t *frame, uintptr_t start, uintptr_t end)
     frame->start = start;
     frame->end = end;
     frame->outer = outer;
-    if (__builtin_expect(end > start, 1) &&
-        (__builtin_expect(NULL == outer, 1) || start < outer->start || end > outer->end)) {
+    if (__builtin_expect(end > start, 1) && !reported_by_outer(outer, start, end)) {
         opal_mem_hooks_dispatch(start, end - start, true);
     }
     chain_top = frame;
@@ -153,14 +163,19 @@ static void *mremap_common(int v, void *old, size_t old_size, size_t new_size, i
         start = page_align_up(start + new_size);
         end = (uintptr_t) old + old_size;
     }
-    if ((flags & MREMAP_FIXED) && new_size) {
-        const uintptr_t dest = (uintptr_t) new_addr & ~(opal_mem_hooks_page_size - 1);
-        opal_mem_hooks_dispatch(dest, (uintptr_t) new_addr + new_size - dest, true);
+    /* Two frames when the destination is replaced too: a second patched
+     * mremap further down the chain finds both ranges reported. */
+    chain_frame_t dest_frame, frame;
+    const bool fixed = (flags & MREMAP_FIXED) && new_size;
+    if (fixed) {
+        release(&dest_frame, (uintptr_t) new_addr, (uintptr_t) new_addr + new_size);
     }
-    chain_frame_t frame;
     release(&frame, start, end);
     void *rc = chain.mremap[v](old, old_size, new_size, flags, new_addr);
     chain_done(&frame);
+    if (fixed) {
+        chain_done(&dest_frame);
+    }
     return rc;
 }
 DEFINE_ENTRIES(mremap, void *, (void *old, size_t old_size, size_t new_size, int flags, void *new_addr),
