@@ -33,8 +33,14 @@
  * serializing instruction before it returns, so none runs stale code.
  *
  * The SIGTRAP and SIGRTMAX handlers are installed at the first int3 write
- * and kept until the patcher's fini (a trap in flight must still find
- * them); signals that are not ours go to the handler that was there before.
+ * and kept until the patcher's fini; signals that are not ours go to the
+ * handler that was there before.  A trap in flight must still find them:
+ * a thread can take the trap and be preempted before the kernel delivers
+ * it.  So fini first asks every thread to run the move handler (a pending
+ * SIGTRAP, a lower number, is delivered no later than that request), and
+ * the patch points stay known to the trap handler for the life of the
+ * process: a late trap finds its int3 gone and re-runs the instruction.
+ * If a thread does not answer, the handlers stay.
  * Limits: a thread that blocks SIGTRAP and reaches the int3 is killed by
  * the kernel; under a debugger the int3 stops the program (continue passes
  * it to us); a thread blocking SIGRTMAX makes step 2 time out (decline).
@@ -59,7 +65,7 @@
 #include "opal/mca/patcher/overwrite/patcher_overwrite_x86_64.h"
 
 #define INT3 0xcc
-#define MAX_POINTS 64          /* patch points the handler knows at once */
+#define MAX_POINTS 256         /* patch points the handler knows (kept for the process life) */
 #define ANSWER_TIMEOUT_NS 2000000000L
 /*
  * Step 2's request.  Not SIGTRAP: a pending standard signal absorbs another
@@ -357,15 +363,12 @@ void mca_patcher_overwrite_x86_64_code_write(mca_patcher_overwrite_write_t *w)
 
 void mca_patcher_overwrite_x86_64_write_fini(void)
 {
-    if (handlers_installed) {
+    /* No trap may be delivered after the old dispositions are back. */
+    if (handlers_installed && move_threads_off()) {
         sigaction(SIGTRAP, &prev_trap, NULL);
         sigaction(MOVE_SIGNAL, &prev_move, NULL);
         handlers_installed = false;
     }
-    for (unsigned k = 0; k < MAX_POINTS; k++) {
-        atomic_store(&points[k].addr, 0);
-    }
-    atomic_store(&npoints, 0);
     free(asked);
     free((void *) answered);
     asked = NULL;
