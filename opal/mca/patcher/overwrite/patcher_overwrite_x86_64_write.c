@@ -48,6 +48,7 @@
 #include "opal_config.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -63,6 +64,10 @@
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_x86_64.h"
+
+/* Weak: a static program may be linked without the loader's functions. */
+#pragma weak dladdr
+#pragma weak dlopen
 
 #define INT3 0xcc
 #define MAX_POINTS 256         /* patch points the handler knows (kept for the process life) */
@@ -368,6 +373,14 @@ void mca_patcher_overwrite_x86_64_write_fini(void)
         sigaction(SIGTRAP, &prev_trap, NULL);
         sigaction(MOVE_SIGNAL, &prev_move, NULL);
         handlers_installed = false;
+    } else if (handlers_installed) {
+        /* They stay, so their code must: keep this object (a DSO
+         * component) loaded when the framework closes. */
+        Dl_info info;
+        if (NULL != dladdr && NULL != dlopen && 0 != dladdr((void *) trap_handler, &info) &&
+            NULL != info.dli_fname) {
+            (void) dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+        }
     }
     free(asked);
     free((void *) answered);

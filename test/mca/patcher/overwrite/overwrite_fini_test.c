@@ -1,0 +1,79 @@
+/*
+ * The patcher's fini while a thread blocks the move signal (SIGRTMAX).  A
+ * patch that needs threads moved off its bytes declines (the thread cannot
+ * answer); fini cannot make sure that no trap is in flight, so the trap
+ * handler stays installed, and its code must stay mapped after the
+ * framework closes (a DSO component is kept loaded).  Once every thread
+ * answers again, the next fini puts the old SIGTRAP disposition back.
+ */
+#include "opal_config.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#include "test/mca/patcher/overwrite/overwrite_test_util.h"
+
+static atomic_bool release_blocker;
+
+static void *blocker(void *arg)
+{
+    (void) arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGRTMAX);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    while (!atomic_load(&release_blocker)) {
+        usleep(1000);
+    }
+    return NULL;
+}
+
+static long intercept(long x)
+{
+    return x;
+}
+
+/* x+1, or x+2 when r9 & 0xfff: its second instruction begins inside the jump's bytes. */
+static const unsigned char mmap_like[] = {
+    0x41, 0x89, 0xca, 0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00, 0x75, 0x05,
+    0x48, 0x8d, 0x47, 0x01, 0xc3, 0x48, 0x8d, 0x47, 0x02, 0xc3,
+};
+
+static void *trap_handler_now(void)
+{
+    struct sigaction sa;
+    sigaction(SIGTRAP, NULL, &sa);
+    return (sa.sa_flags & SA_SIGINFO) ? (void *) sa.sa_sigaction : (void *) sa.sa_handler;
+}
+
+int main(void)
+{
+    mca_patcher_base_module_t *mod = overwrite_test_setup();
+    code_page_t cp;
+    code_page_init(&cp);
+    unsigned char *fn = code_page_add(&cp, mmap_like, sizeof(mmap_like), 0);
+    code_page_seal(&cp);
+
+    pthread_t t;
+    pthread_create(&t, NULL, blocker, NULL);
+    usleep(10000);
+    uintptr_t chain = 0;
+    CHECK_MSG(OPAL_SUCCESS != mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain),
+              "a patch that needs every thread moved succeeded while one blocks SIGRTMAX");
+    opal_finalize_util();
+    void *handler = trap_handler_now();
+    Dl_info info;
+    CHECK_MSG(SIG_DFL != handler && SIG_IGN != handler && 0 != dladdr(handler, &info),
+              "after fini with a thread not answering, the SIGTRAP handler %p is not in mapped code",
+              handler);
+
+    atomic_store(&release_blocker, true);
+    pthread_join(t, NULL);
+    mod = overwrite_test_setup();
+    CHECK(OPAL_SUCCESS == mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain));
+    opal_finalize_util();
+    CHECK_MSG(SIG_DFL == trap_handler_now(), "the old SIGTRAP disposition is not back after a clean fini");
+    return test_finish("overwrite_fini_test");
+}
