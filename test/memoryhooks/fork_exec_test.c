@@ -22,24 +22,12 @@
 #include "opal/mca/rcache/base/base.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
+#include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
 #include "test/support/watch.h"
 
 
-static volatile long registrations;
-
-static int mock_register(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *reg)
-{
-    (void) reg_data, (void) base, (void) size, (void) reg;
-    registrations++;
-    return OPAL_SUCCESS;
-}
-
-static int mock_deregister(void *reg_data, mca_rcache_base_registration_t *reg)
-{
-    (void) reg_data, (void) reg;
-    return OPAL_SUCCESS;
-}
+static mock_dev_t dev;
 
 /* The executable's own references: its GOT slots (read at each call). */
 #define EXE_REF(fn)                                                          \
@@ -118,13 +106,13 @@ static int child_after_fork(mca_rcache_base_module_t *rcache)
 {
     unsigned char *p = mmap(NULL, 8 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     mca_rcache_base_registration_t *reg = NULL, *found = NULL;
-    const long before = registrations;
+    const long before = dev.registered;
     p[0] = 1;
     CHECK(OPAL_SUCCESS == rcache->rcache_register(rcache, p, 8 * 4096, 0, MCA_RCACHE_ACCESS_ANY, &reg));
     if (reg) {
         rcache->rcache_deregister(rcache, reg);
     }
-    CHECK(registrations == before + 1);
+    CHECK(dev.registered == before + 1);
     watched = (uintptr_t) p;
     events = 0;
     munmap(p, 8 * 4096);
@@ -133,8 +121,8 @@ static int child_after_fork(mca_rcache_base_module_t *rcache)
               "child: the released registration is still found");
     p = mmap(p, 8 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(OPAL_SUCCESS == rcache->rcache_register(rcache, p, 8 * 4096, 0, MCA_RCACHE_ACCESS_ANY, &reg));
-    CHECK_MSG(registrations == before + 2, "child: registering the new pages called register_mem %ld times",
-              registrations - before);
+    CHECK_MSG(dev.registered == before + 2, "child: registering the new pages called register_mem %ld times",
+              dev.registered - before);
     if (reg) {
         rcache->rcache_deregister(rcache, reg);
     }
@@ -156,12 +144,8 @@ int main(int argc, char **argv)
         return 1;
     }
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(on_release, NULL));
-    mca_rcache_base_resources_t resources = {
-        .cache_name = "fork",
-        .sizeof_reg = sizeof(mca_rcache_base_registration_t),
-        .register_mem = mock_register,
-        .deregister_mem = mock_deregister,
-    };
+    mca_rcache_base_resources_t resources;
+    mock_resources(&dev, &resources);
     mca_rcache_base_module_t *rcache = mca_rcache_base_module_create(NULL, NULL, &resources);
     CHECK(NULL != rcache);
 

@@ -24,30 +24,17 @@
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
+#include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
 
 #define BUF_SIZE (1 << 20)
 #define ROUNDS 4000
 #define CHURNERS 3
 
-static volatile long registrations, deregistrations;
+static mock_dev_t dev;
 static volatile int stop;
 static volatile long churned; /* threads created and joined by the churners */
 #define MIN_CHURN 2000
-
-static int mock_register(void *reg_data, void *base, size_t size, mca_rcache_base_registration_t *reg)
-{
-    (void) reg_data, (void) base, (void) size, (void) reg;
-    __atomic_add_fetch(&registrations, 1, __ATOMIC_SEQ_CST);
-    return OPAL_SUCCESS;
-}
-
-static int mock_deregister(void *reg_data, mca_rcache_base_registration_t *reg)
-{
-    (void) reg_data, (void) reg;
-    __atomic_add_fetch(&deregistrations, 1, __ATOMIC_SEQ_CST);
-    return OPAL_SUCCESS;
-}
 
 static void *idle_thread(void *arg)
 {
@@ -89,12 +76,8 @@ int main(int argc, char **argv)
     if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
         return 1;
     }
-    mca_rcache_base_resources_t resources = {
-        .cache_name = "churn",
-        .sizeof_reg = sizeof(mca_rcache_base_registration_t),
-        .register_mem = mock_register,
-        .deregister_mem = mock_deregister,
-    };
+    mca_rcache_base_resources_t resources;
+    mock_resources(&dev, &resources);
     mca_rcache_base_module_t *rcache = mca_rcache_base_module_create(NULL, NULL, &resources);
     if (NULL == rcache) {
         fprintf(stderr, "cannot create the rcache\n");
@@ -104,7 +87,7 @@ int main(int argc, char **argv)
     unsigned char *buf = map(BUF_SIZE);
     mca_rcache_base_registration_t *in_use = NULL;
     CHECK(OPAL_SUCCESS == rcache->rcache_register(rcache, buf, BUF_SIZE, 0, MCA_RCACHE_ACCESS_ANY, &in_use));
-    const long registered_before = registrations;
+    const long registered_before = dev.registered;
 
     pthread_t churners[CHURNERS];
     for (int i = 0; i < CHURNERS; i++) {
@@ -149,14 +132,12 @@ int main(int argc, char **argv)
     CHECK_MSG(0 == spurious, "the in-use registration was replaced or invalidated %ld times", spurious);
     CHECK_MSG(0 == missed, "%ld releases were missed (registration still found)", missed);
     CHECK_MSG(0 == corrupt, "%ld reads through the registration differed", corrupt);
-    CHECK_MSG(registrations == registered_before + releases,
-              "register_mem called %ld times, expected %ld", registrations - registered_before, releases);
+    CHECK_MSG(dev.registered == registered_before + releases,
+              "register_mem called %ld times, expected %ld", dev.registered - registered_before, releases);
     printf("%ld rounds, %ld releases checked, %ld threads created and joined meanwhile\n", rounds,
            releases, churned);
     rcache->rcache_deregister(rcache, in_use);
-    mca_rcache_base_module_destroy(rcache);
-    CHECK_MSG(registrations == deregistrations, "%ld register_mem, %ld deregister_mem", registrations,
-              deregistrations);
+    mock_destroy_and_check(rcache, &dev, "thread churn");
     munmap(buf, BUF_SIZE);
     opal_finalize_util();
     return test_finish("thread_churn_test");

@@ -16,7 +16,7 @@
 
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
-#include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/rcache_mock.h"
 #include "test/support/capture.h"
 #include "test/support/test_util.h"
 
@@ -36,15 +36,6 @@ static mca_rcache_base_module_t *create(mock_dev_t *dev)
         exit(1);
     }
     return m;
-}
-
-static void destroy_and_check(mca_rcache_base_module_t *m, mock_dev_t *dev, const char *what)
-{
-    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(m));
-    CHECK_MSG(dev->registered == dev->deregistered, "%s: %ld registered, %ld deregistered", what,
-              dev->registered, dev->deregistered);
-    CHECK_MSG(0 == dev->bad_dereg && 0 == dev->dereg_in_alloc, "%s: bad %ld, in alloc %ld", what,
-              dev->bad_dereg, dev->dereg_in_alloc);
 }
 
 static void phase_init(const char *leave_pinned, const char *max_entries)
@@ -92,7 +83,7 @@ static void test_reuse_and_access(void)
     CHECK(1 == dev.deregistered);
     m->rcache_deregister(m, c);
     CHECK(OPAL_ERR_BAD_PARAM == m->rcache_deregister(m, c)); /* no reference left */
-    destroy_and_check(m, &dev, "reuse");
+    mock_destroy_and_check(m, &dev, "reuse");
 }
 
 static void test_invalidation(void)
@@ -143,7 +134,7 @@ static void test_invalidation(void)
     m->rcache_register(m, arena + 30 * page, page, 0, 0, &a);
     m->rcache_deregister(m, a);
     CHECK(dev.registered == dev.deregistered + 1);
-    destroy_and_check(m, &dev, "invalidation");
+    mock_destroy_and_check(m, &dev, "invalidation");
 }
 
 static void test_bypass_persist_destroy(void)
@@ -173,7 +164,7 @@ static void test_bypass_persist_destroy(void)
     m->rcache_register(m, arena + 8 * page, page, 0, 0, &deferred);
     m->rcache_deregister(m, deferred);
     m->rcache_release(m, arena + 8 * page, page, true);
-    destroy_and_check(m, &dev, "bypass/persist/destroy");
+    mock_destroy_and_check(m, &dev, "bypass/persist/destroy");
 }
 
 /* Runs with rcache_grdma_max_entries=4. */
@@ -195,7 +186,7 @@ static void test_limits(void)
     m->rcache_deregister(m, q);
     CHECK(OPAL_SUCCESS == m->rcache_find(m, arena + 100 * page, page, &q) && q == p);
     m->rcache_deregister(m, q);
-    destroy_and_check(m, &dev, "limits");
+    mock_destroy_and_check(m, &dev, "limits");
 
     /* CLOCK: a registration hit since the hand last passed gets a second
      * chance; an untouched one of the same age goes instead. */
@@ -214,7 +205,7 @@ static void test_limits(void)
         m->rcache_deregister(m, q);
     }
     CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 4 * page, page, &q));
-    destroy_and_check(m, &dev, "clock");
+    mock_destroy_and_check(m, &dev, "clock");
 
     /* Out of device resources: evict unused ones and retry. */
     m = create(&dev);
@@ -233,7 +224,7 @@ static void test_limits(void)
     for (int i = 3; i < 6; i++) {
         m->rcache_deregister(m, r[i]);
     }
-    destroy_and_check(m, &dev, "evict-and-retry");
+    mock_destroy_and_check(m, &dev, "evict-and-retry");
 }
 
 /* Runs with mpi_leave_pinned=0. */
@@ -251,7 +242,7 @@ static void test_no_leave_pinned(void)
     m->rcache_register(m, arena, page, 0, 0, &a);
     CHECK(2 == dev.registered);
     m->rcache_deregister(m, a);
-    destroy_and_check(m, &dev, "leave_pinned 0");
+    mock_destroy_and_check(m, &dev, "leave_pinned 0");
 }
 
 static void test_fork(void)
@@ -284,7 +275,7 @@ static void test_fork(void)
     CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status), "child status 0x%x", status);
     CHECK(OPAL_SUCCESS == m->rcache_find(m, arena, page, &b) && b == a);
     m->rcache_deregister(m, b);
-    destroy_and_check(m, &dev, "fork");
+    mock_destroy_and_check(m, &dev, "fork");
 }
 
 static void test_bad_input(void)

@@ -16,7 +16,7 @@
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
-#include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/rcache_mock.h"
 #include "test/support/capture.h"
 #include "test/support/test_util.h"
 #include "test/support/unpatchable.h"

@@ -17,7 +17,7 @@
 
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
-#include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
 
 #define PAGES 256
@@ -123,10 +123,7 @@ int main(void)
     CHECK_MSG(0 == bad_cover && 0 == bad_magic && 0 == stale && 0 == errors,
               "not covering %ld, not registered %ld, stale %ld, errors %ld", bad_cover, bad_magic,
               stale, errors);
-    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));
-    CHECK_MSG(dev.registered == dev.deregistered && 0 == dev.bad_dereg,
-              "%ld registered, %ld deregistered, %ld bad", dev.registered, dev.deregistered,
-              dev.bad_dereg);
+    mock_destroy_and_check(rcache, &dev, "lock-free hits");
     munmap(arena, PAGES * page);
     opal_finalize_util();
     return test_finish("rcache_lockfree_test");

@@ -13,7 +13,7 @@
 
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
-#include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
 
 #define COUNT 100000
@@ -63,10 +63,7 @@ int main(void)
         }
     }
     CHECK_MSG(COUNT / 2 == found, "found %zu of the %d not invalidated", found, COUNT / 2);
-    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(m));
-    CHECK_MSG(dev.registered == dev.deregistered && 0 == dev.bad_dereg,
-              "%ld registered, %ld deregistered, %ld bad", dev.registered, dev.deregistered,
-              dev.bad_dereg);
+    mock_destroy_and_check(m, &dev, "many registrations");
     munmap(arena, COUNT * page);
     opal_finalize_util();
     return test_finish("rcache_many_test");

@@ -23,7 +23,7 @@
 
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
-#include "test/mca/rcache/rcache_test_mock.h"
+#include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
 
 #define SLOTS 32
@@ -159,10 +159,7 @@ int main(void)
               "register_mem with deregister_mem", churn_unpaired);
     CHECK_MSG(0 == stale_hits, "%ld stale hits", stale_hits);
     CHECK_MSG(0 == errors, "%ld failed calls", errors);
-    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));
-    CHECK_MSG(dev.registered == dev.deregistered && 0 == dev.bad_dereg,
-              "%ld registered, %ld deregistered, %ld bad", dev.registered, dev.deregistered,
-              dev.bad_dereg);
+    mock_destroy_and_check(rcache, &dev, "threads");
     printf("%ld registrations\n", dev.registered);
     munmap(region, SLOTS * SLOT_SIZE);
     opal_finalize_util();

@@ -1,16 +1,18 @@
 /*
  * A mock device for rcache tests: register_mem/deregister_mem that count,
  * check pairing, can run out of resources, and catch a deregistration made
- * while the test pretends to be inside the allocator.
+ * while the test pretends to be inside the allocator (or by another
+ * process: after fork).
  */
-#ifndef TEST_RCACHE_MOCK_H
-#define TEST_RCACHE_MOCK_H
+#ifndef OPAL_TEST_RCACHE_MOCK_H
+#define OPAL_TEST_RCACHE_MOCK_H
 
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "opal/constants.h"
-#include "opal/mca/rcache/rcache.h"
+#include "opal/mca/rcache/base/base.h"
+#include "test/support/test_util.h"
 
 typedef struct mock_reg_t {
     mca_rcache_base_registration_t base;
@@ -72,6 +74,16 @@ static inline void mock_resources(mock_dev_t *dev, mca_rcache_base_resources_t *
     res->sizeof_reg = sizeof(mock_reg_t);
     res->register_mem = mock_register;
     res->deregister_mem = mock_deregister;
+}
+
+/* Destroy m: every register_mem was matched by one good deregister_mem. */
+static inline void mock_destroy_and_check(mca_rcache_base_module_t *m, mock_dev_t *dev, const char *what)
+{
+    CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(m));
+    CHECK_MSG(dev->registered == dev->deregistered, "%s: %ld registered, %ld deregistered", what,
+              dev->registered, dev->deregistered);
+    CHECK_MSG(0 == dev->bad_dereg && 0 == dev->dereg_in_alloc, "%s: bad %ld, in alloc %ld", what,
+              dev->bad_dereg, dev->dereg_in_alloc);
 }
 
 #endif
