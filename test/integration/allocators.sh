@@ -4,20 +4,13 @@
 # calls): events must come from the definition callers reach, so the
 # overwrite component patches tcmalloc's munmap as well as libc's.
 [ -n "$OPAL_TEST_SANITIZER" ] && { echo "SKIP: a sanitizer runtime cannot run under a preloaded allocator"; exit 77; }
-info="$OPAL_TEST_BUILDDIR/opal_patcher_info"
+. "$OPAL_TEST_SRCDIR/test/integration/preload_selftest.sh"
 libdir=/usr/lib/x86_64-linux-gnu
 status=0
 for lib in libtcmalloc.so.4 libtcmalloc_minimal.so.4 libjemalloc.so.2; do
     [ -e "$libdir/$lib" ] || { echo "SKIP: $libdir/$lib missing (Debian packages libgoogle-perftools4, libjemalloc2)"; exit 77; }
     for component in overwrite linux; do
-        # Through the libtool wrapper the preload must reach only the program.
-        out=$("$OPAL_TEST_BUILDDIR/libtool" --mode=execute \
-              env LD_PRELOAD="$libdir/$lib" "$info" --mca patcher $component --selftest 2>&1)
-        if echo "$out" | grep -q "^Self-test: passed"; then
-            echo "$lib, patcher=$component: self-test passed"
-        else
-            echo "$lib, patcher=$component: FAILED"; echo "$out"; status=1
-        fi
+        run_preloaded "$libdir/$lib" $component || status=1
         if [ $lib = libtcmalloc.so.4 ] && [ $component = overwrite ] &&
            ! echo "$out" | grep -q "^  munmap .*libtcmalloc"; then
             echo "tcmalloc's own munmap was not patched:"; echo "$out" | grep "^  munmap"; status=1
