@@ -23,7 +23,7 @@
 
 enum {
     MCA_RCACHE_FLAGS_CACHE_BYPASS = 0x0001, /* never cached: deregistered at the last release */
-    MCA_RCACHE_FLAGS_PERSIST = 0x0002,      /* never evicted by the LRU; still invalidated */
+    MCA_RCACHE_FLAGS_PERSIST = 0x0002,      /* never evicted by the cache; still invalidated */
     MCA_RCACHE_FLAGS_INVALID = 0x0080,      /* pages released: never handed out again */
 };
 
@@ -56,7 +56,7 @@ typedef struct mca_rcache_base_registration_t {
     /* Internal to the rcache: */
     uint32_t reg_fork_gen;                /* process generation that made the pins */
     mca_rcache_base_pgindex_node_t reg_index; /* in the module's page index while valid */
-    opal_list_item_t reg_list;            /* LRU, or the in-use list when not indexed */
+    opal_list_item_t reg_list;            /* on the in-use list when not indexed */
     struct mca_rcache_base_registration_t *reg_deferred_next; /* deregistration, spare list */
     uint64_t *reg_frames;                 /* page frames recorded by the sanitizer, or NULL */
 } mca_rcache_base_registration_t;
