@@ -220,6 +220,9 @@ int opal_mem_hooks_patch_alloc_copy(int v, uintptr_t (*lookup)(const char *name,
     if (NULL == patcher || NULL == patcher->patch_definition) {
         return OPAL_ERR_NOT_SUPPORTED;
     }
+    if (opal_valgrind_replaces_malloc()) {
+        return OPAL_SUCCESS; /* its blocks are valgrind's, in every namespace */
+    }
     __atomic_store_n(&glibc_chunks[v], true, __ATOMIC_RELAXED);
     for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
         uintptr_t def = lookup(alloc_targets[i].name, arg);

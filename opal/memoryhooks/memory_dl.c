@@ -46,11 +46,9 @@ static struct {
 /* Whether copies are patched (the loader watched); the copies: guarded by
  * the registry lock. */
 static bool watching;
-static bool by_address;
 typedef struct {
     const struct link_map *map; /* 0 when the slot is free */
     uintptr_t base;             /* its load address: a map reused for another load differs */
-    bool seen;
 } libc_copy_t;
 static libc_copy_t copies[OPAL_MEM_HOOKS_MAX_COPIES];
 
@@ -116,8 +114,7 @@ void opal_mem_hooks_install_dl_watch(void)
     if (NULL == dlopen || NULL == dlsym || NULL == dlmopen) {
         return; /* a static program has no loader to watch */
     }
-    by_address = NULL != patcher->patch_address_chain;
-    if (by_address) {
+    if (NULL != patcher->patch_address_chain) {
         watch_by_address(patcher);
     } else if (NULL != patcher->patch_definition) {
         chain.dlmopen = dlmopen;
@@ -139,17 +136,13 @@ static const struct link_map *libc_of(const struct r_debug_extended *ns)
     return NULL;
 }
 
-typedef struct {
-    void *handle;
-} lookup_ctx_t;
-
-static uintptr_t lookup_in_copy(const char *name, void *arg)
+static uintptr_t lookup_in_copy(const char *name, void *handle)
 {
-    lookup_ctx_t *ctx = arg;
-    return (uintptr_t) dlsym(ctx->handle, name);
+    return (uintptr_t) dlsym(handle, name);
 }
 
-static void patch_new_copy(const struct link_map *map)
+/* Patch the copy at map in a free slot: the slot, or -1. */
+static int patch_new_copy(const struct link_map *map)
 {
     int slot = 0;
     while (slot < OPAL_MEM_HOOKS_MAX_COPIES && NULL != copies[slot].map) {
@@ -158,76 +151,76 @@ static void patch_new_copy(const struct link_map *map)
     Lmid_t lmid = LM_ID_BASE;
     if (slot == OPAL_MEM_HOOKS_MAX_COPIES || NULL == dlinfo ||
         0 != dlinfo((void *) map, RTLD_DI_LMID, &lmid)) {
-        return;
+        return -1;
     }
     /* A link_map is a handle for dlsym only once opened as one (a
      * dependency has no search list): open it again, loading nothing.
      * Past our own watcher, so not reported again. */
-    lookup_ctx_t ctx = {.handle = chain.dlmopen(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD)};
-    if (NULL == ctx.handle) {
-        return;
+    void *handle = chain.dlmopen(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (NULL == handle) {
+        return -1;
     }
-    const int variant = OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + slot;
-    int rc = by_address ? opal_mem_hooks_patch_copy(variant, lookup_in_copy, &ctx)
-                        : opal_mem_hooks_patch_alloc_copy(variant, lookup_in_copy, &ctx);
-    chain.dlclose(ctx.handle);
+    int rc = opal_mem_hooks_patch_copy(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + slot, lookup_in_copy, handle);
+    chain.dlclose(handle);
     if (OPAL_SUCCESS != rc) {
         opal_output("memory hooks: cannot patch the libc of namespace %ld (%s): its releases are "
                     "not seen", (long) lmid, opal_strerror(rc));
-        return;
+        return -1;
     }
-    copies[slot] = (libc_copy_t){.map = map, .base = map->l_addr, .seen = true};
+    copies[slot] = (libc_copy_t){.map = map, .base = map->l_addr};
+    return slot;
+}
+
+/* The slot of the copy patched where map is loaded now, or -1. */
+static int copy_of(const struct link_map *map)
+{
+    for (int i = 0; i < OPAL_MEM_HOOKS_MAX_COPIES; i++) {
+        if (copies[i].map == map && copies[i].base == map->l_addr) {
+            return i;
+        }
+    }
+    return -1;
 }
 
 /* Forget copy i: unloaded (or loaded anew), nothing is written there. */
 static void drop_copy(int i)
 {
-    const int variant = OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i;
-    if (by_address) {
-        opal_mem_hooks_unpatch_copy(variant, true);
-    } else {
-        opal_mem_hooks_unpatch_alloc_copy(variant, true);
-    }
+    opal_mem_hooks_unpatch_copy(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i, true);
     copies[i].map = NULL;
 }
 
 /*
- * Mark the copies still loaded where we patched them, and drop the others;
- * hand each namespace's libc that has no copy to 'unknown' (if given).
- * The loader's debugger interface is read without its lock (debuggers do
- * so from outside): called after the loader's work, as it is here.
+ * Drop the patched copies no longer loaded where we patched them, and
+ * with patch_new patch each namespace's libc that has none.  The loader's
+ * debugger interface is read without its lock (debuggers do so from
+ * outside): called after the loader's work, as it is here.
  */
-static void sync(void (*unknown)(const struct link_map *))
+static void sync(bool patch_new)
 {
+    bool seen[OPAL_MEM_HOOKS_MAX_COPIES] = {false};
     const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
-    for (int i = 0; i < OPAL_MEM_HOOKS_MAX_COPIES; i++) {
-        copies[i].seen = false;
-    }
     /* The base namespace's libc is patched by the setup itself. */
     while (NULL != ns && NULL != (ns = mca_patcher_base_dl_next_namespace(ns))) {
         const struct link_map *map = libc_of(ns);
-        int i = 0;
-        while (NULL != map && i < OPAL_MEM_HOOKS_MAX_COPIES &&
-               !(copies[i].map == map && copies[i].base == map->l_addr)) {
-            i++;
-        }
         if (NULL == map) {
             continue;
         }
-        if (i < OPAL_MEM_HOOKS_MAX_COPIES && !opal_mem_hooks_copy_intact(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i)) {
+        int i = copy_of(map);
+        if (i >= 0 && !opal_mem_hooks_copy_intact(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i)) {
             /* Loaded again at the same place by a dlclose and dlmopen we
              * did not see (made inside the namespace): fresh code. */
             drop_copy(i);
-            i = OPAL_MEM_HOOKS_MAX_COPIES;
+            i = -1;
         }
-        if (i < OPAL_MEM_HOOKS_MAX_COPIES) {
-            copies[i].seen = true;
-        } else if (NULL != unknown) {
-            unknown(map);
+        if (i < 0 && patch_new) {
+            i = patch_new_copy(map);
+        }
+        if (i >= 0) {
+            seen[i] = true;
         }
     }
     for (int i = 0; i < OPAL_MEM_HOOKS_MAX_COPIES; i++) {
-        if (NULL != copies[i].map && !copies[i].seen) {
+        if (NULL != copies[i].map && !seen[i]) {
             drop_copy(i);
         }
     }
@@ -236,7 +229,7 @@ static void sync(void (*unknown)(const struct link_map *))
 void opal_mem_hooks_sync_copies(void)
 {
     if (watching) {
-        sync(patch_new_copy);
+        sync(true);
     }
 }
 
@@ -244,7 +237,7 @@ void opal_mem_hooks_forget_copies(void)
 {
     /* Those still loaded are restored with every other patch. */
     mca_patcher_base_set_loader_callback(NULL);
-    sync(NULL);
+    sync(false);
     memset(copies, 0, sizeof(copies));
     watching = false;
 }

@@ -464,9 +464,12 @@ int opal_mem_hooks_check_intercepts(void)
 int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
-    if (NULL == patcher || NULL == patcher->patch_address || variant < OPAL_MEM_HOOKS_FIRST_COPY_VARIANT ||
-        variant >= NUM_VARIANTS) {
+    if (NULL == patcher || variant < OPAL_MEM_HOOKS_FIRST_COPY_VARIANT || variant >= NUM_VARIANTS) {
         return OPAL_ERR_BAD_PARAM;
+    }
+    /* A GOT patcher cannot reach the copy's own calls: its allocator's then. */
+    if (NULL == patcher->patch_address) {
+        return opal_mem_hooks_patch_alloc_copy(variant, lookup, arg);
     }
     for (size_t i = 0; i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
@@ -507,7 +510,9 @@ static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
 
 void opal_mem_hooks_unpatch_copy(int variant, bool unloaded)
 {
-    if (NULL != opal_patcher) {
+    if (NULL != opal_patcher && NULL == opal_patcher->patch_address) {
+        opal_mem_hooks_unpatch_alloc_copy(variant, unloaded);
+    } else if (NULL != opal_patcher) {
         if (unloaded) {
             mca_patcher_base_forget_patches(opal_patcher, patch_of_variant, &variant);
         } else {

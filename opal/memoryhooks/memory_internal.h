@@ -98,13 +98,17 @@ void opal_mem_hooks_uninstall_intercepts(void);
  */
 #define OPAL_MEM_HOOKS_FIRST_COPY_VARIANT 2
 #define OPAL_MEM_HOOKS_MAX_COPIES 15
-/* Patch the functions lookup finds in one copy; all or nothing. */
+/*
+ * Patch one copy, its functions found by lookup (all or nothing): the
+ * functions themselves by address, or for a GOT patcher the calls that
+ * reach its allocator (memory_alloc_intercepts.c).
+ */
 int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg);
 /* Whether every jump written into the copy is still there (the copy is mapped). */
 bool opal_mem_hooks_copy_intact(int variant);
 /* Undo the copy's patches, or with unloaded, drop them without writing. */
 void opal_mem_hooks_unpatch_copy(int variant, bool unloaded);
-/* The same for a GOT patcher: the calls reaching the copy's allocator. */
+/* The GOT patcher's part of the two above. */
 int opal_mem_hooks_patch_alloc_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg);
 void opal_mem_hooks_unpatch_alloc_copy(int variant, bool unloaded);
 
