@@ -35,12 +35,6 @@ static long intercept(long x)
     return x;
 }
 
-/* x+1, or x+2 when r9 & 0xfff: its second instruction begins inside the jump's bytes. */
-static const unsigned char mmap_like[] = {
-    0x41, 0x89, 0xca, 0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00, 0x75, 0x05,
-    0x48, 0x8d, 0x47, 0x01, 0xc3, 0x48, 0x8d, 0x47, 0x02, 0xc3,
-};
-
 static void *trap_handler_now(void)
 {
     struct sigaction sa;
@@ -53,7 +47,7 @@ int main(void)
     mca_patcher_base_module_t *mod = overwrite_test_setup();
     code_page_t cp;
     code_page_init(&cp);
-    unsigned char *fn = code_page_add(&cp, mmap_like, sizeof(mmap_like), 0);
+    unsigned char *fn = code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
     code_page_seal(&cp);
 
     pthread_t t;

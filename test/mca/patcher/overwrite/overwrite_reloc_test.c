@@ -120,21 +120,7 @@ static void check_decline(const char *name, void *f)
     check_unchanged(name, (uintptr_t) f, &before);
 }
 
-/* Hand-assembled targets (System V ABI: rdi, rsi, rdx, rcx, r8, r9 -> rax). */
-static const unsigned char base_fn[] = {      /* f(x) = x + 42, like munmap's entry */
-    0xb8, 0x2a, 0x00, 0x00, 0x00,             /* mov $42,%eax */
-    0x01, 0xf8,                               /* add %edi,%eax */
-    0xc3,                                     /* ret */
-};
-static const unsigned char mmap_like[] = {    /* like mmap: x+1, or x+2 when r9 & 0xfff */
-    0x41, 0x89, 0xca,                         /* mov %ecx,%r10d */
-    0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00, /* test $0xfff,%r9d */
-    0x75, 0x05,                               /* jne +5 */
-    0x48, 0x8d, 0x47, 0x01,                   /* lea 1(%rdi),%rax */
-    0xc3,                                     /* ret */
-    0x48, 0x8d, 0x47, 0x02,                   /* lea 2(%rdi),%rax */
-    0xc3,                                     /* ret */
-};
+/* More hand-assembled targets (and the two of overwrite_test_util.h). */
 static const unsigned char jcc_rel8[] = {     /* x ? x+5 : 7 */
     0x85, 0xff,                               /* test %edi,%edi */
     0x74, 0x04,                               /* je +4 */
@@ -210,21 +196,21 @@ int main(void)
     code_page_t cp;
     code_page_init(&cp);
 
-    unsigned char *base = code_page_add(&cp, base_fn, sizeof(base_fn), 0);
-    unsigned char *mmapl = code_page_add(&cp, mmap_like, sizeof(mmap_like), 0);
+    unsigned char *base = code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 0);
+    unsigned char *mmapl = code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
     unsigned char *jcc = code_page_add(&cp, jcc_rel8, sizeof(jcc_rel8), 0);
     unsigned char *jrcxz = code_page_add(&cp, jrcxz_fn, sizeof(jrcxz_fn), 0);
     unsigned char *frame = code_page_add(&cp, push_sub, sizeof(push_sub), 0);
     unsigned char *endbr = code_page_add(&cp, endbr_fn, sizeof(endbr_fn), 0);
     /* Misaligned copies: the 5 bytes straddle an 8-byte word (int3 protocol). */
-    unsigned char *base_odd = code_page_add(&cp, base_fn, sizeof(base_fn), 5);
+    unsigned char *base_odd = code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 5);
 
     /* RIP-relative load of a constant placed at a fixed spot in the page. */
     int32_t konst = 1000;
     memcpy(cp.base + 0x800, &konst, sizeof(konst));
     unsigned char riprel[] = {0x8b, 0x05, 0, 0, 0, 0, /* mov disp32(%rip),%eax */
                               0x01, 0xf8, 0xc3};      /* add %edi,%eax; ret */
-    unsigned char *rip = cp.base + ((cp.used + 15) & ~(size_t) 15);
+    unsigned char *rip = code_page_next(&cp, 0);
     int32_t disp = (int32_t) (cp.base + 0x800 - (rip + 6));
     memcpy(riprel + 2, &disp, sizeof(disp));
     code_page_add(&cp, riprel, sizeof(riprel), 0);
@@ -235,14 +221,14 @@ int main(void)
                               0x83, 0xc0, 0x01,       /* add $1,%eax */
                               0x48, 0x83, 0xc4, 0x08, /* add $8,%rsp */
                               0xc3};
-    unsigned char *call = cp.base + ((cp.used + 15) & ~(size_t) 15);
+    unsigned char *call = code_page_next(&cp, 0);
     int32_t crel = (int32_t) (base - (call + 9));
     memcpy(callfn + 5, &crel, sizeof(crel));
     code_page_add(&cp, callfn, sizeof(callfn), 0);
 
     /* Another patcher's entry jumps, as UCX writes them: jmp rel32 and movabs/jmp *%r11. */
     unsigned char ucx_rel[5] = {0xe9};
-    unsigned char *ucx1 = cp.base + ((cp.used + 15) & ~(size_t) 15);
+    unsigned char *ucx1 = code_page_next(&cp, 0);
     int32_t urel = (int32_t) (base - (ucx1 + 5));
     memcpy(ucx_rel + 1, &urel, sizeof(urel));
     code_page_add(&cp, ucx_rel, sizeof(ucx_rel), 0);

@@ -40,6 +40,27 @@ static inline mca_patcher_base_module_t *overwrite_test_setup(void)
     return opal_patcher;
 }
 
+/*
+ * Hand-assembled targets shared by the tests (System V ABI: rdi, rsi, rdx,
+ * rcx, r8, r9 -> rax).
+ */
+static const unsigned char test_fn_plus42[] = { /* f(x) = x + 42, like munmap's entry */
+    0xb8, 0x2a, 0x00, 0x00, 0x00,               /* mov $42,%eax */
+    0x01, 0xf8,                                 /* add %edi,%eax */
+    0xc3,                                       /* ret */
+};
+/* Like mmap: x+1, or x+2 when r9 & 0xfff.  Its second instruction begins
+ * inside the jump's bytes: patching it moves threads off them. */
+static const unsigned char test_fn_mmap_like[] = {
+    0x41, 0x89, 0xca,                         /* mov %ecx,%r10d */
+    0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00, /* test $0xfff,%r9d */
+    0x75, 0x05,                               /* jne +5 */
+    0x48, 0x8d, 0x47, 0x01,                   /* lea 1(%rdi),%rax */
+    0xc3,                                     /* ret */
+    0x48, 0x8d, 0x47, 0x02,                   /* lea 2(%rdi),%rax */
+    0xc3,                                     /* ret */
+};
+
 /* A page of hand-assembled code: write while RW, then make it RX. */
 typedef struct code_page_t {
     unsigned char *base;
@@ -58,12 +79,18 @@ static inline void code_page_init(code_page_t *cp)
     cp->used = 0;
 }
 
+/* Where code_page_add will place its next bytes (for code that refers to its own address). */
+static inline unsigned char *code_page_next(const code_page_t *cp, size_t misalign)
+{
+    return cp->base + ((cp->used + 15) & ~(size_t) 15) + misalign;
+}
+
 /* Place bytes at the next 16-byte aligned spot (plus 'misalign'); returns their address. */
 static inline unsigned char *code_page_add(code_page_t *cp, const void *bytes, size_t len,
                                            size_t misalign)
 {
-    cp->used = ((cp->used + 15) & ~(size_t) 15) + misalign;
-    unsigned char *at = cp->base + cp->used;
+    unsigned char *at = code_page_next(cp, misalign);
+    cp->used = (size_t) (at - cp->base);
     memcpy(at, bytes, len);
     cp->used += len;
     return at;

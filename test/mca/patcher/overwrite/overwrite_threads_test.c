@@ -34,14 +34,6 @@ static long intercept_mmap(long a, long b, long c, long d, long e, long f)
     return chain_mmap(a, b, c, d, e, f);
 }
 
-static const unsigned char simple_fn[] = {  /* x + 42 */
-    0xb8, 0x2a, 0x00, 0x00, 0x00, 0x01, 0xf8, 0xc3,
-};
-static const unsigned char mmap_like[] = {  /* x+1, or x+2 when r9 & 0xfff */
-    0x41, 0x89, 0xca, 0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00, 0x75, 0x05,
-    0x48, 0x8d, 0x47, 0x01, 0xc3, 0x48, 0x8d, 0x47, 0x02, 0xc3,
-};
-
 static fn6_t simple, mmapl;
 
 static void *caller(void *arg)
@@ -65,8 +57,8 @@ int main(void)
     mca_patcher_base_module_t *patcher = overwrite_test_setup();
     code_page_t cp;
     code_page_init(&cp);
-    simple = (fn6_t) code_page_add(&cp, simple_fn, sizeof(simple_fn), 0);
-    mmapl = (fn6_t) code_page_add(&cp, mmap_like, sizeof(mmap_like), 0);
+    simple = (fn6_t) code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 0);
+    mmapl = (fn6_t) code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
     code_page_seal(&cp);
     unsigned char snap_simple[16], snap_mmap[16];
     memcpy(snap_simple, (void *) simple, sizeof(snap_simple));
