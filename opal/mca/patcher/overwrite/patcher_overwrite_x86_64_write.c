@@ -70,7 +70,7 @@
 #pragma weak dlopen
 
 #define INT3 0xcc
-#define MAX_POINTS 256         /* patch points the handler knows (kept for the process life) */
+#define MAX_POINTS 256         /* patch points the handler knows (see point_for) */
 #define ANSWER_TIMEOUT_NS 2000000000L
 /*
  * Step 2's request.  Not SIGTRAP: a pending standard signal absorbs another
@@ -206,21 +206,31 @@ static int install_handlers(void)
     return 0;
 }
 
-/* The handler's record for addr, made if new. */
+/*
+ * The handler's record for addr, made if new.  Records are kept for the
+ * life of the process (see the top), so when all are taken (copies of libc
+ * come and go with dlmopen namespaces) the oldest is taken over: writes are
+ * serialized and each is complete, so a trap still in flight for it would
+ * have had to wait out MAX_POINTS writes.
+ */
 static trap_point_t *point_for(uintptr_t addr)
 {
+    static unsigned oldest;
     unsigned n = atomic_load(&npoints);
     for (unsigned k = 0; k < n; k++) {
         if (atomic_load(&points[k].addr) == addr) {
             return &points[k];
         }
     }
-    if (n == MAX_POINTS) {
-        return NULL;
+    if (n < MAX_POINTS) {
+        atomic_store(&points[n].addr, addr);
+        atomic_store(&npoints, n + 1);
+        return &points[n];
     }
-    atomic_store(&points[n].addr, addr);
-    atomic_store(&npoints, n + 1);
-    return &points[n];
+    trap_point_t *p = &points[oldest];
+    oldest = (oldest + 1) % MAX_POINTS;
+    atomic_store(&p->addr, addr);
+    return p;
 }
 
 static bool ask(pid_t pid, pid_t tid)
@@ -331,7 +341,7 @@ void mca_patcher_overwrite_x86_64_code_write(mca_patcher_overwrite_write_t *w)
 
     /* (b) int3 first */
     trap_point_t *p = point_for(w->addr);
-    if (p == NULL || install_handlers() != 0) {
+    if (install_handlers() != 0) {
         w->rc = OPAL_ERR_OUT_OF_RESOURCE;
         w->reason = "cannot install the signal handlers that guard the code write";
         return;

@@ -5,6 +5,11 @@
  * handler stays installed, and its code must stay mapped after the
  * framework closes (a DSO component is kept loaded).  Once every thread
  * answers again, the next fini puts the old SIGTRAP disposition back.
+ *
+ * The trap handler keeps the patch points it knows for the life of the
+ * process (a late trap must find its point): more points than it keeps
+ * (300 functions patched and restored with the int3 protocol in one
+ * setup) still patch and restore.
  */
 #include "opal_config.h"
 
@@ -35,6 +40,39 @@ static long intercept(long x)
     return x;
 }
 
+static long seven(long x)
+{
+    (void) x;
+    return 7;
+}
+
+#define MANY_POINTS 300
+
+static void many_points(mca_patcher_base_module_t *mod)
+{
+    code_page_t cp;
+    code_page_init(&cp);
+    unsigned char *fns[MANY_POINTS];
+    for (int i = 0; i < MANY_POINTS; i++) {
+        /* Misaligned: the jump straddles an 8-byte word (the int3 protocol). */
+        fns[i] = code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 5);
+    }
+    code_page_seal(&cp);
+    int patched = 0, intercepted = 0, restored = 0;
+    for (int i = 0; i < MANY_POINTS; i++) {
+        uintptr_t chain;
+        patched += OPAL_SUCCESS == mod->patch_address_chain((uintptr_t) fns[i], (uintptr_t) seven, &chain);
+        intercepted += 7 == ((long (*)(long)) fns[i])(1);
+    }
+    mca_patcher_base_restore_patches(mod, NULL, NULL);
+    for (int i = 0; i < MANY_POINTS; i++) {
+        restored += 43 == ((long (*)(long)) fns[i])(1);
+    }
+    CHECK_MSG(MANY_POINTS == patched && MANY_POINTS == intercepted && MANY_POINTS == restored,
+              "%d int3-protocol points: %d patched, %d intercepted, %d restored", MANY_POINTS,
+              patched, intercepted, restored);
+}
+
 static void *trap_handler_now(void)
 {
     struct sigaction sa;
@@ -45,6 +83,7 @@ static void *trap_handler_now(void)
 int main(void)
 {
     mca_patcher_base_module_t *mod = overwrite_test_setup();
+    many_points(mod);
     code_page_t cp;
     code_page_init(&cp);
     unsigned char *fn = code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
