@@ -52,6 +52,7 @@
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -99,15 +100,36 @@ static int sync_core_state; /* 0 unknown, 1 registered, -1 unavailable */
 static pid_t *asked;
 static _Atomic bool *answered;
 static _Atomic int nasked; /* published once asked[] is filled */
+static _Atomic int answering; /* handlers that may be reading asked[] */
 
+/*
+ * The asker frees or moves asked[] once every answer is in (or it gave
+ * up), while an answering thread may still be inside this loop: it counts
+ * itself in before it reads nasked, and the asker waits for the count to
+ * drain after zeroing nasked (see end_round).  Both sides are seq_cst, so
+ * a handler that counts itself in late reads nasked == 0 and touches
+ * nothing.
+ */
 static void note_answer(void)
 {
     pid_t self = (pid_t) syscall(SYS_gettid);
+    atomic_fetch_add(&answering, 1);
     int n = atomic_load(&nasked);
     for (int k = 0; k < n; k++) {
         if (asked[k] == self) {
             atomic_store(&answered[k], true);
+            break;
         }
+    }
+    atomic_fetch_sub(&answering, 1);
+}
+
+/* No handler reads asked[] after this returns. */
+static void end_round(void)
+{
+    atomic_store(&nasked, 0);
+    while (atomic_load(&answering) != 0) {
+        sched_yield();
     }
 }
 
@@ -259,7 +281,6 @@ static bool move_threads_off(void)
         return false;
     }
     struct dirent *de;
-    atomic_store(&nasked, 0);
     while ((de = readdir(dir)) != NULL) {
         pid_t tid = (pid_t) atoi(de->d_name);
         if (tid <= 0 || tid == self) {
@@ -306,11 +327,11 @@ static bool move_threads_off(void)
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >
             ANSWER_TIMEOUT_NS) {
-            atomic_store(&nasked, 0);
+            end_round();
             return false;
         }
     }
-    atomic_store(&nasked, 0);
+    end_round();
     return true;
 }
 
