@@ -36,6 +36,12 @@ count() {
     passed=$((passed + p + ${x:-0})); failed=$((failed + ${f:-0} + ${e:-0})); skipped=$((skipped + ${s:-0}))
     [ $((${f:-0} + ${e:-0})) -gt 0 ] && failures+=("$name")
     grep -E '^(FAIL|ERROR|SKIP):' "$log" | sed "s/^/[$name] /"
+    # A failure on a fresh CI machine must say why, not only where.
+    local t
+    for t in $(sed -nE 's/^(FAIL|ERROR): ([^ ]+).*/\2/p' "$log"); do
+        echo "[$name] --- last lines of $t.log:"
+        tail -40 "$t.log" 2>/dev/null | sed "s/^/[$name]   /"
+    done
     echo "[$name] passed $((p + ${x:-0})), failed $((${f:-0} + ${e:-0})), skipped ${s:-0}"
 }
 
