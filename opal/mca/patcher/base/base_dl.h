@@ -40,9 +40,6 @@ bool mca_patcher_base_dl_expand(struct link_map *caller, const char *in, char *o
 /* The object that holds addr (the program's when none does), and its namespace. */
 struct link_map *mca_patcher_base_dl_caller(const void *addr, Lmid_t *lmid);
 
-/* Forget the cached environment (when the last patch is gone). */
-void mca_patcher_base_dl_forget(void);
-
 /*
  * The loader's debugger interface, one r_debug per namespace (the base one
  * first): readable without any loader lock.  NULL when the program has no

@@ -40,7 +40,13 @@
 #pragma weak dlinfo
 #pragma weak _r_debug
 
-static char *ld_library_path; /* as the program started with it; "" when unset */
+/*
+ * LD_LIBRARY_PATH as the program started with it ("" when unset).  Read
+ * once and kept for the life of the process: the dlopen intercepts walk it
+ * without a lock, in any thread, also while the patcher is finalized, and
+ * it never changes.
+ */
+static char *ld_library_path;
 
 /*
  * The base's r_debug heads a chain of r_debug_extended, one per namespace,
@@ -73,12 +79,6 @@ bool mca_patcher_base_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t 
         }
     }
     return false;
-}
-
-void mca_patcher_base_dl_forget(void)
-{
-    free(ld_library_path);
-    ld_library_path = NULL;
 }
 
 struct link_map *mca_patcher_base_dl_caller(const void *addr, Lmid_t *lmid)
@@ -291,8 +291,9 @@ static bool search_list(const char *list, struct link_map *owner, const char *na
 /* LD_LIBRARY_PATH from the initial environment: the loader read it at startup. */
 static const char *initial_ld_library_path(void)
 {
-    if (NULL != ld_library_path) {
-        return ld_library_path;
+    char *known = __atomic_load_n(&ld_library_path, __ATOMIC_ACQUIRE);
+    if (NULL != known) {
+        return known;
     }
     static const char key[] = "LD_LIBRARY_PATH=";
     char *found = NULL;
@@ -326,8 +327,17 @@ static const char *initial_ld_library_path(void)
     } else if (getenv("LD_LIBRARY_PATH")) {
         found = strdup(getenv("LD_LIBRARY_PATH"));
     }
-    ld_library_path = found ? found : strdup("");
-    return ld_library_path ? ld_library_path : "";
+    found = found ? found : strdup("");
+    if (NULL == found) {
+        return "";
+    }
+    /* Threads that read it at once: the first copy published stays, the others go. */
+    if (!__atomic_compare_exchange_n(&ld_library_path, &known, found, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        free(found);
+        return known;
+    }
+    return found;
 }
 
 bool mca_patcher_base_dl_search(struct link_map *caller, const char *name, char *path, size_t size)

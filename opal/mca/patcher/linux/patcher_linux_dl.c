@@ -309,5 +309,4 @@ void mca_patcher_linux_dl_forget(void)
 {
     installed = false;
     seen_adds = seen_subs = 0;
-    mca_patcher_base_dl_forget();
 }
