@@ -4,6 +4,7 @@
  */
 #include "opal_config.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "opal/constants.h"
@@ -16,6 +17,8 @@ mca_patcher_linux_hook_t mca_patcher_linux_hooks[MCA_PATCHER_LINUX_MAX_HOOKS];
 int mca_patcher_linux_nhooks;
 int mca_patcher_linux_verbose;
 bool mca_patcher_linux_watcher_captured;
+/* Threads in map_definition, reading the entries below nhooks without the lock. */
+static int mapping;
 
 /* Entry points whose state (the heap) belongs to one copy of libc. */
 static const char *const per_copy_state_symbols[] = {
@@ -32,6 +35,21 @@ static bool has_per_copy_state(const char *symbol)
         }
     }
     return false;
+}
+
+/*
+ * Make nhooks n (smaller): the entries from n on may then be cleared or
+ * refilled with another symbol, once no map_definition that read the
+ * larger count is still looking at them (lock held).  A reader counts
+ * itself in before it reads nhooks (seq_cst both), so one that comes in
+ * after the store sees n.
+ */
+static void unpublish_hooks(int n)
+{
+    __atomic_store_n(&mca_patcher_linux_nhooks, n, __ATOMIC_SEQ_CST);
+    while (0 != __atomic_load_n(&mapping, __ATOMIC_SEQ_CST)) {
+        sched_yield();
+    }
 }
 
 int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t only_def,
@@ -87,7 +105,7 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
     if (OPAL_SUCCESS != rc && added) {
         /* What was patched stays recorded (the base undoes it); objects
          * loaded later must not get a redirection that failed. */
-        __atomic_store_n(&mca_patcher_linux_nhooks, h, __ATOMIC_RELEASE);
+        unpublish_hooks(h);
     }
     return rc;
 }
@@ -105,10 +123,11 @@ uintptr_t mca_patcher_linux_chain_of(const char *symbol)
 
 uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
 {
-    const int n = __atomic_load_n(&mca_patcher_linux_nhooks, __ATOMIC_ACQUIRE);
     if (0 == addr) {
         return addr;
     }
+    __atomic_add_fetch(&mapping, 1, __ATOMIC_SEQ_CST); /* see unpublish_hooks */
+    const int n = __atomic_load_n(&mca_patcher_linux_nhooks, __ATOMIC_SEQ_CST);
     /* Hooks in order: a second hook of a symbol chains to the first one's
      * intercept, so mapping through all of them ends at the newest. */
     for (int h = 0; h < n; h++) {
@@ -123,6 +142,7 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
             }
         }
     }
+    __atomic_sub_fetch(&mapping, 1, __ATOMIC_SEQ_CST);
     return addr;
 }
 
@@ -141,7 +161,7 @@ static int linux_fini(void)
     if (__atomic_exchange_n(&mca_patcher_linux_watcher_captured, false, __ATOMIC_RELAXED)) {
         mca_patcher_linux_pin_self(); /* a slot left to another hooker leads to our dl intercept */
     }
-    __atomic_store_n(&mca_patcher_linux_nhooks, 0, __ATOMIC_RELEASE);
+    unpublish_hooks(0);
     memset(mca_patcher_linux_hooks, 0, sizeof(mca_patcher_linux_hooks));
     mca_patcher_linux_dl_forget();
     mca_patcher_linux_got_free_strings();
