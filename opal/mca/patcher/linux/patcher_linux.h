@@ -119,8 +119,8 @@ void mca_patcher_linux_dl_forget(void);
 void mca_patcher_linux_take_back(void);
 /* Whether addr is one of our dl intercepts (they live in this component). */
 bool mca_patcher_linux_is_watcher(uintptr_t addr);
-/* Keep this component's object loaded: another hooker holds one of our dl intercepts. */
-void mca_patcher_linux_pin_self(void);
+/* Keep this component's object loaded: one of our dl intercepts may run after fini (why). */
+void mca_patcher_linux_pin_self(const char *why);
 /* Set by a restore that left a dl intercept of ours in another hooker's hands. */
 extern bool mca_patcher_linux_watcher_captured;
 

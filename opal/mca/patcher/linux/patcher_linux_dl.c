@@ -7,6 +7,7 @@
  */
 #include "opal_config.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
@@ -28,6 +29,8 @@ typedef int (*dlclose_fn_t)(void *);
 typedef void *(*dlsym_fn_t)(void *, const char *);
 
 static bool installed;
+/* Our dl intercepts were put in slots since the last forget (restored or not). */
+static bool watched;
 /* dl_iterate_phdr's counters when the objects were last patched/pruned. */
 static unsigned long long seen_adds, seen_subs;
 
@@ -187,11 +190,12 @@ static void *next_after(const void *caller_addr, const char *symbol)
 static bool is_watcher(uintptr_t addr);
 
 /*
- * One of our dl intercepts handed out by dlsym is kept by its caller (a
- * hooker chaining to "the real dlopen", as UCX's libucm does) and called
- * after we are finalized: the object holding it must then stay loaded.
+ * One of our dl intercepts may run after we are finalized: handed out by
+ * dlsym and kept by its caller (a hooker chaining to "the real dlopen", as
+ * UCX's libucm does), or still running in another thread.  The object
+ * holding it must then stay loaded.
  */
-void mca_patcher_linux_pin_self(void)
+void mca_patcher_linux_pin_self(const char *why)
 {
     static bool pinned;
     Dl_info info;
@@ -203,9 +207,8 @@ void mca_patcher_linux_pin_self(void)
     if (0 != dladdr1((void *) &mca_patcher_linux_component, &info, &map, RTLD_DL_LINKMAP) &&
         NULL != info.dli_fname && ((struct link_map *) map)->l_prev) {
         (void) LOADER(dlopen, WATCH_DLOPEN)(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-        opal_output_verbose(mca_patcher_linux_verbose, 10,
-                            "patcher linux: a dl intercept was handed out by dlsym: %s stays "
-                            "loaded", info.dli_fname);
+        opal_output_verbose(mca_patcher_linux_verbose, 10, "patcher linux: %s: %s stays loaded",
+                            why, info.dli_fname);
     }
 }
 
@@ -227,7 +230,7 @@ static void *linux_dlsym(void *handle, const char *symbol)
     /* A definition our slots were redirected from: hand out the intercept. */
     addr = (void *) mca_patcher_linux_map_definition((uintptr_t) addr);
     if (__builtin_expect(is_watcher((uintptr_t) addr), 0)) {
-        mca_patcher_linux_pin_self();
+        mca_patcher_linux_pin_self("a dl intercept was handed out by dlsym");
     }
     return addr;
 }
@@ -272,6 +275,7 @@ int mca_patcher_linux_dl_install(void)
     for (int i = 0; i < WATCH_COUNT && 0 != reals[WATCH_DLSYM]; i++) {
         loader[i] = (uintptr_t) REAL(dlsym, WATCH_DLSYM)(RTLD_DEFAULT, watchers[i].symbol);
     }
+    watched = true; /* before the first slot is written */
     for (int i = 0; i < WATCH_COUNT; i++) {
         uintptr_t chain;
         int rc = mca_patcher_linux_hook_symbol(watchers[i].symbol, watchers[i].intercept, 0, &chain);
@@ -305,8 +309,32 @@ void mca_patcher_linux_dl_restored(uintptr_t value)
     }
 }
 
+/* Whether the process has a thread besides the caller (when it cannot be told: yes). */
+static bool other_threads(void)
+{
+    DIR *dir = opendir("/proc/self/task");
+    if (NULL == dir) {
+        return true;
+    }
+    int n = 0;
+    for (struct dirent *de; n < 2 && NULL != (de = readdir(dir));) {
+        n += '.' != de->d_name[0];
+    }
+    closedir(dir);
+    return n > 1;
+}
+
 void mca_patcher_linux_dl_forget(void)
 {
+    /* A call that another thread made into one of our dl intercepts before
+     * the slots were restored may still be running (inside the real
+     * dlopen), or be past its last use of our state but not yet returned
+     * from our code: unloading this component would pull that code from
+     * under it.  Only with no other thread can none be there. */
+    if (watched && other_threads()) {
+        mca_patcher_linux_pin_self("another thread may still be inside a dl intercept");
+    }
+    watched = false;
     installed = false;
     seen_adds = seen_subs = 0;
 }

@@ -159,7 +159,7 @@ static int linux_fini(void)
      * base was restoring: undo that too before forgetting the table. */
     mca_patcher_base_restore_patches(&mca_patcher_linux_module, NULL, NULL);
     if (__atomic_exchange_n(&mca_patcher_linux_watcher_captured, false, __ATOMIC_RELAXED)) {
-        mca_patcher_linux_pin_self(); /* a slot left to another hooker leads to our dl intercept */
+        mca_patcher_linux_pin_self("a GOT slot left to another hooker leads to a dl intercept");
     }
     unpublish_hooks(0);
     memset(mca_patcher_linux_hooks, 0, sizeof(mca_patcher_linux_hooks));
