@@ -48,6 +48,16 @@ struct link_map *mca_patcher_base_dl_caller(const void *addr, Lmid_t *lmid);
 const struct r_debug_extended *mca_patcher_base_dl_namespaces(void);
 const struct r_debug_extended *mca_patcher_base_dl_next_namespace(const struct r_debug_extended *ns);
 
+/*
+ * Keep the object that holds code loaded for the life of the process
+ * (RTLD_NODELETE, opened with real_dlopen): code of a component may run
+ * after its fini (a thread still returning from one of its signal handlers
+ * or dl intercepts, an intercept that dlsym handed out).  why is for the
+ * verbose log.  Nothing to do for the program itself, or without a loader.
+ */
+void mca_patcher_base_dl_keep_loaded(const void *code, mca_patcher_base_dlopen_fn_t real_dlopen,
+                                     const char *why);
+
 /* The value of tag in a dynamic section, and whether it is there. */
 bool mca_patcher_base_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t *value);
 

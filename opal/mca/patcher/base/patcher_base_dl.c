@@ -33,7 +33,9 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/base/base_dl.h"
+#include "opal/util/output.h"
 
 #pragma weak dladdr
 #pragma weak dladdr1
@@ -387,4 +389,18 @@ void *mca_patcher_base_dl_open_for(const void *caller_addr, bool explicit_ns, Lm
         return real_dlmopen(lmid, name, mode);
     }
     return real_dlopen(name, mode);
+}
+
+void mca_patcher_base_dl_keep_loaded(const void *code, mca_patcher_base_dlopen_fn_t real_dlopen,
+                                     const char *why)
+{
+    Dl_info info;
+    void *map;
+    if (NULL == dladdr1 || NULL == real_dlopen || 0 == dladdr1(code, &info, &map, RTLD_DL_LINKMAP) ||
+        NULL == info.dli_fname || NULL == ((struct link_map *) map)->l_prev) {
+        return;
+    }
+    (void) real_dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    opal_output_verbose(opal_patcher_base_framework.framework_verbose, 10, "patcher: %s: %s stays loaded",
+                        why, info.dli_fname);
 }

@@ -7,7 +7,6 @@
  */
 #include "opal_config.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
@@ -16,7 +15,9 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/linux/patcher_linux.h"
+#include "opal/mca/patcher/base/base_dl.h"
 #include "opal/util/output.h"
+#include "opal/util/proc_tasks.h"
 
 /* Weak: a static link must not need them (and glibc warns about a static
  * program naming dlopen/dlmopen, so those are only reached by chain). */
@@ -198,17 +199,9 @@ static bool is_watcher(uintptr_t addr);
 void mca_patcher_linux_pin_self(const char *why)
 {
     static bool pinned;
-    Dl_info info;
-    if (__atomic_exchange_n(&pinned, true, __ATOMIC_ACQ_REL) || NULL == dladdr1 ||
-        0 == reals[WATCH_DLOPEN]) {
-        return;
-    }
-    void *map;
-    if (0 != dladdr1((void *) &mca_patcher_linux_component, &info, &map, RTLD_DL_LINKMAP) &&
-        NULL != info.dli_fname && ((struct link_map *) map)->l_prev) {
-        (void) LOADER(dlopen, WATCH_DLOPEN)(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-        opal_output_verbose(mca_patcher_linux_verbose, 10, "patcher linux: %s: %s stays loaded",
-                            why, info.dli_fname);
+    if (!__atomic_exchange_n(&pinned, true, __ATOMIC_ACQ_REL)) {
+        mca_patcher_base_dl_keep_loaded((void *) &mca_patcher_linux_component,
+                                        0 != reals[WATCH_DLOPEN] ? LOADER(dlopen, WATCH_DLOPEN) : NULL, why);
     }
 }
 
@@ -309,21 +302,6 @@ void mca_patcher_linux_dl_restored(uintptr_t value)
     }
 }
 
-/* Whether the process has a thread besides the caller (when it cannot be told: yes). */
-static bool other_threads(void)
-{
-    DIR *dir = opendir("/proc/self/task");
-    if (NULL == dir) {
-        return true;
-    }
-    int n = 0;
-    for (struct dirent *de; n < 2 && NULL != (de = readdir(dir));) {
-        n += '.' != de->d_name[0];
-    }
-    closedir(dir);
-    return n > 1;
-}
-
 void mca_patcher_linux_dl_forget(void)
 {
     /* A call that another thread made into one of our dl intercepts before
@@ -331,7 +309,7 @@ void mca_patcher_linux_dl_forget(void)
      * dlopen), or be past its last use of our state but not yet returned
      * from our code: unloading this component would pull that code from
      * under it.  Only with no other thread can none be there. */
-    if (watched && other_threads()) {
+    if (watched && opal_proc_other_threads()) {
         mca_patcher_linux_pin_self("another thread may still be inside a dl intercept");
     }
     watched = false;

@@ -40,7 +40,9 @@
  * SIGTRAP, a lower number, is delivered no later than that request), and
  * the patch points stay known to the trap handler for the life of the
  * process: a late trap finds its int3 gone and re-runs the instruction.
- * If a thread does not answer, the handlers stay.
+ * If a thread does not answer, the handlers stay.  Either way a DSO
+ * component stays loaded while another thread may still be returning
+ * through a handler (an answer is noted before the handler returns).
  * Limits: a thread that blocks SIGTRAP and reaches the int3 is killed by
  * the kernel; under a debugger the int3 stops the program (continue passes
  * it to us); a thread blocking SIGRTMAX makes step 2 time out (decline).
@@ -64,10 +66,11 @@
 #include <unistd.h>
 
 #include "opal/constants.h"
+#include "opal/mca/patcher/base/base_dl.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_x86_64.h"
+#include "opal/util/proc_tasks.h"
 
 /* Weak: a static program may be linked without the loader's functions. */
-#pragma weak dladdr
 #pragma weak dlopen
 
 #define INT3 0xcc
@@ -399,18 +402,23 @@ void mca_patcher_overwrite_x86_64_code_write(mca_patcher_overwrite_write_t *w)
 
 void mca_patcher_overwrite_x86_64_write_fini(void)
 {
-    /* No trap may be delivered after the old dispositions are back. */
-    if (handlers_installed && move_threads_off()) {
-        sigaction(SIGTRAP, &prev_trap, NULL);
-        sigaction(MOVE_SIGNAL, &prev_move, NULL);
-        handlers_installed = false;
-    } else if (handlers_installed) {
-        /* They stay, so their code must: keep this object (a DSO
-         * component) loaded when the framework closes. */
-        Dl_info info;
-        if (NULL != dladdr && NULL != dlopen && 0 != dladdr((void *) trap_handler, &info) &&
-            NULL != info.dli_fname) {
-            (void) dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    if (handlers_installed) {
+        /* No trap may be delivered after the old dispositions are back. */
+        bool all_moved = move_threads_off();
+        if (all_moved) {
+            sigaction(SIGTRAP, &prev_trap, NULL);
+            sigaction(MOVE_SIGNAL, &prev_move, NULL);
+            handlers_installed = false;
+        }
+        /* Our handlers' code must outlive the component's close when they
+         * stay installed, and when another thread may still be returning
+         * through them: an answer is noted before its handler returns. */
+        if (!all_moved || opal_proc_other_threads()) {
+            mca_patcher_base_dl_keep_loaded((void *) trap_handler, dlopen,
+                                            all_moved ? "another thread may still be returning "
+                                                        "from a code-write signal handler"
+                                                      : "a thread did not answer: the code-write "
+                                                        "signal handlers stay installed");
         }
     }
     free(asked);

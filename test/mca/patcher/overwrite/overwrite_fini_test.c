@@ -1,10 +1,17 @@
 /*
- * The patcher's fini while a thread blocks the move signal (SIGRTMAX).  A
- * patch that needs threads moved off its bytes declines (the thread cannot
- * answer); fini cannot make sure that no trap is in flight, so the trap
- * handler stays installed, and its code must stay mapped after the
- * framework closes (a DSO component is kept loaded).  Once every thread
- * answers again, the next fini puts the old SIGTRAP disposition back.
+ * The patcher's fini after code writes with the int3 protocol, which
+ * installs our SIGTRAP and move (SIGRTMAX) handlers.
+ *
+ * - One thread: fini puts the old SIGTRAP disposition back, and a DSO
+ *   component is unloaded when the framework closes.
+ * - Another thread running: the old disposition is back too, but the
+ *   handlers' code stays mapped: that thread may still be returning from
+ *   the move handler it ran for fini.
+ * - A thread that blocks the move signal: a patch that needs threads moved
+ *   off its bytes declines (the thread cannot answer); fini cannot make
+ *   sure that no trap is in flight, so the trap handler stays installed,
+ *   and its code stays mapped.  Once every thread answers again, the next
+ *   fini puts the old SIGTRAP disposition back.
  *
  * The trap handler keeps the patch points it knows for the life of the
  * process (a late trap must find its point): more points than it keeps
@@ -17,10 +24,20 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
 
-static atomic_bool release_blocker;
+static atomic_bool release_blocker, stop_idler;
+
+static void *idler(void *arg)
+{
+    (void) arg;
+    while (!atomic_load(&stop_idler)) {
+        usleep(1000);
+    }
+    return NULL;
+}
 
 static void *blocker(void *arg)
 {
@@ -80,25 +97,63 @@ static void *trap_handler_now(void)
     return (sa.sa_flags & SA_SIGINFO) ? (void *) sa.sa_sigaction : (void *) sa.sa_handler;
 }
 
+/* Whether the code at addr is in a loaded object. */
+static bool mapped(void *addr)
+{
+    Dl_info info;
+    return 0 != dladdr(addr, &info);
+}
+
+/* Whether the code at addr is in the overwrite component's own DSO. */
+static bool in_component_dso(void *addr)
+{
+    Dl_info info;
+    return 0 != dladdr(addr, &info) && NULL != info.dli_fname &&
+           NULL != strstr(info.dli_fname, "mca_patcher_overwrite");
+}
+
 int main(void)
 {
+    /* One thread. */
     mca_patcher_base_module_t *mod = overwrite_test_setup();
     many_points(mod);
+    void *handler = trap_handler_now();
+    bool dso = in_component_dso(handler);
+    opal_finalize_util();
+    CHECK_MSG(SIG_DFL == trap_handler_now(), "the old SIGTRAP disposition is not back after fini");
+    CHECK_MSG(!dso || !mapped(handler),
+              "with no other thread the overwrite component's DSO was not unloaded at fini");
+
     code_page_t cp;
     code_page_init(&cp);
     unsigned char *fn = code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
     code_page_seal(&cp);
+    uintptr_t chain = 0;
 
+    /* Another thread, answering. */
     pthread_t t;
+    pthread_create(&t, NULL, idler, NULL);
+    mod = overwrite_test_setup();
+    CHECK(OPAL_SUCCESS == mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain));
+    handler = trap_handler_now();
+    opal_finalize_util();
+    CHECK_MSG(SIG_DFL == trap_handler_now(),
+              "the old SIGTRAP disposition is not back after fini with an answering thread");
+    CHECK_MSG(mapped(handler), "after fini with another thread running, the signal handlers' code "
+                               "(%p) is unmapped: that thread may still be returning through it",
+              handler);
+    atomic_store(&stop_idler, true);
+    pthread_join(t, NULL);
+
+    /* A thread that blocks the move signal. */
     pthread_create(&t, NULL, blocker, NULL);
     usleep(10000);
-    uintptr_t chain = 0;
+    mod = overwrite_test_setup();
     CHECK_MSG(OPAL_SUCCESS != mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain),
               "a patch that needs every thread moved succeeded while one blocks SIGRTMAX");
     opal_finalize_util();
-    void *handler = trap_handler_now();
-    Dl_info info;
-    CHECK_MSG(SIG_DFL != handler && SIG_IGN != handler && 0 != dladdr(handler, &info),
+    handler = trap_handler_now();
+    CHECK_MSG(SIG_DFL != handler && SIG_IGN != handler && mapped(handler),
               "after fini with a thread not answering, the SIGTRAP handler %p is not in mapped code",
               handler);
 
