@@ -66,6 +66,12 @@ check() {
     local name=$1; shift
     env "$@" make -j"$jobs" check >"check-$name.out" 2>&1
     count "$name" "check-$name.out"
+    # The tests and their helpers build warning-free too (the compiler's
+    # warnings; libtool warns that ASan cannot be linked fully static).
+    if grep -E '^[^ ]+:[0-9]+:[0-9]+: warning:' "check-$name.out"; then
+        echo "[$name] the test build has warnings"
+        failed=$((failed + 1)); failures+=("$name-warnings")
+    fi
 }
 
 # Install, then build a program outside the tree against the installed

@@ -16,7 +16,7 @@
 
 /* volatile: glibc declares munmap "leaf", so the compiler may assume the call
  * cannot change a variable of this file — but our callback does. */
-static volatile __thread int events;
+static __thread volatile int events;
 
 static void on_event(void *buf, size_t len, void *cbdata, bool from_alloc)
 {

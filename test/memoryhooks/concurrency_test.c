@@ -23,7 +23,7 @@
 /* Odd while the hooks are installed; bumped at each change. */
 static volatile unsigned long generation;
 static volatile int stop;
-static volatile __thread unsigned long my_events; /* volatile: munmap is "leaf" */
+static __thread volatile unsigned long my_events; /* volatile: munmap is "leaf" */
 static unsigned long missed[THREADS], checked[THREADS];
 
 static void on_event(void *buf, size_t len, void *cbdata, bool from_alloc)

@@ -25,9 +25,9 @@
 /* Events of this thread only.  volatile: glibc declares munmap and friends
  * "leaf" (they never call back into this file), which our hooks make
  * untrue, so the compiler must not keep these in registers across calls. */
-static volatile __thread int my_events;
-static volatile __thread uintptr_t my_last_start, my_last_end;
-static volatile __thread bool my_last_from_alloc;
+static __thread volatile int my_events;
+static __thread volatile uintptr_t my_last_start, my_last_end;
+static __thread volatile bool my_last_from_alloc;
 
 static void on_event(void *buf, size_t len, void *cbdata, bool from_alloc)
 {
