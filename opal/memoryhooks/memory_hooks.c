@@ -9,7 +9,6 @@
 #include "opal_config.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -23,6 +22,7 @@
 #endif
 #include "opal/util/debug.h"
 #include "opal/util/output.h"
+#include "opal/util/readers.h"
 
 opal_mem_hooks_slot_t opal_mem_hooks_slots[OPAL_MEM_HOOKS_MAX_CALLBACKS];
 int opal_mem_hooks_slots_used;
@@ -39,30 +39,13 @@ static void registry_unlock(void);
 
 uintptr_t opal_mem_hooks_page_size = 4096;
 
-/* Call slot i's callback, if it is (still) registered. */
-static inline void call_slot(int i, void *start, size_t len, bool from_alloc)
-{
-    opal_mem_hooks_slot_t *slot = &opal_mem_hooks_slots[i];
-    if (__builtin_expect(NULL == __atomic_load_n(&slot->func, __ATOMIC_RELAXED), 0)) {
-        return;
-    }
-    /* Dekker-style pairing with unregister: announce ourselves, THEN look
-     * at func (both seq_cst).  Either unregister sees our count, or we see
-     * its NULL. */
-    __atomic_add_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
-    opal_mem_hooks_callback_fn_t *func = __atomic_load_n(&slot->func, __ATOMIC_SEQ_CST);
-    if (__builtin_expect(NULL != func, 1)) {
-        opal_mem_hooks_calling[i]++;
-        func(start, len, __atomic_load_n(&slot->cbdata, __ATOMIC_RELAXED), from_alloc);
-        opal_mem_hooks_calling[i]--;
-    }
-    __atomic_sub_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
-}
-
 static __attribute__((noinline)) void call_all(int n, void *start, size_t len, bool from_alloc)
 {
     for (int i = 0; i < n; i++) {
-        call_slot(i, start, len, from_alloc);
+        /* An empty slot is skipped without touching its (shared) count. */
+        if (NULL != __atomic_load_n(&opal_mem_hooks_slots[i].func, __ATOMIC_RELAXED)) {
+            opal_mem_hooks_call_slot(i, start, len, from_alloc);
+        }
     }
 }
 
@@ -75,7 +58,7 @@ void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc)
     /* One callback (an rcache) is the common case: no loop, no registers
      * to save around the call. */
     if (__builtin_expect(1 == n, 1)) {
-        call_slot(0, (void *) start, len, from_alloc);
+        opal_mem_hooks_call_slot(0, (void *) start, len, from_alloc);
     } else {
         call_all(n, (void *) start, len, from_alloc);
     }
@@ -218,9 +201,7 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
 /* Wait for the callers still inside slot i's (cleared) callback, but not for ourselves. */
 static void drain_slot(int i)
 {
-    while (__atomic_load_n(&opal_mem_hooks_slots[i].users, __ATOMIC_SEQ_CST) > opal_mem_hooks_calling[i]) {
-        sched_yield();
-    }
+    opal_readers_drain(&opal_mem_hooks_slots[i].users, opal_mem_hooks_calling[i]);
 }
 
 int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)

@@ -6,9 +6,11 @@
 #define OPAL_MEMORYHOOKS_MEMORY_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "opal/memoryhooks/memory.h"
+#include "opal/util/readers.h"
 
 /* Set up the registry (opal_init_util); tear everything down (last finalize). */
 int opal_mem_hooks_init(void);
@@ -48,6 +50,21 @@ extern __thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACK
  */
 void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc) OPAL_MEM_HOOKS_HIDDEN;
 
+/* Call slot i's callback, if it is (still) registered. */
+static inline void opal_mem_hooks_call_slot(int i, void *start, size_t len, bool from_alloc)
+{
+    opal_mem_hooks_slot_t *slot = &opal_mem_hooks_slots[i];
+    /* A reader of func, drained by unregister (opal/util/readers.h). */
+    opal_readers_enter(&slot->users);
+    opal_mem_hooks_callback_fn_t *func = __atomic_load_n(&slot->func, __ATOMIC_SEQ_CST);
+    if (__builtin_expect(NULL != func, 1)) {
+        opal_mem_hooks_calling[i]++;
+        func(start, len, __atomic_load_n(&slot->cbdata, __ATOMIC_RELAXED), from_alloc);
+        opal_mem_hooks_calling[i]--;
+    }
+    opal_readers_leave(&slot->users);
+}
+
 /*
  * opal_mem_hooks_dispatch(start, len, true), with the one-callback case
  * inlined into the intercept: the hottest path (munmap, madvise) then makes
@@ -59,17 +76,8 @@ static inline void opal_mem_hooks_report(uintptr_t start, size_t len)
         opal_mem_hooks_dispatch(start, len, true);
         return;
     }
-    opal_mem_hooks_slot_t *slot = &opal_mem_hooks_slots[0];
-    /* Announce, then look (seq_cst both): see opal_mem_hooks_unregister_release. */
-    __atomic_add_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
-    opal_mem_hooks_callback_fn_t *func = __atomic_load_n(&slot->func, __ATOMIC_SEQ_CST);
-    if (__builtin_expect(NULL != func, 1)) {
-        const uintptr_t mask = opal_mem_hooks_page_size - 1;
-        opal_mem_hooks_calling[0]++;
-        func((void *) start, (len + mask) & ~mask, __atomic_load_n(&slot->cbdata, __ATOMIC_RELAXED), true);
-        opal_mem_hooks_calling[0]--;
-    }
-    __atomic_sub_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+    const uintptr_t mask = opal_mem_hooks_page_size - 1;
+    opal_mem_hooks_call_slot(0, (void *) start, (len + mask) & ~mask, true);
 }
 
 /*

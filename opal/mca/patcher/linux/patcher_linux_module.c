@@ -4,13 +4,13 @@
  */
 #include "opal_config.h"
 
-#include <sched.h>
 #include <string.h>
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/linux/patcher_linux.h"
 #include "opal/util/output.h"
+#include "opal/util/readers.h"
 
 pthread_mutex_t mca_patcher_linux_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 mca_patcher_linux_hook_t mca_patcher_linux_hooks[MCA_PATCHER_LINUX_MAX_HOOKS];
@@ -38,18 +38,14 @@ static bool has_per_copy_state(const char *symbol)
 }
 
 /*
- * Make nhooks n (smaller): the entries from n on may then be cleared or
- * refilled with another symbol, once no map_definition that read the
- * larger count is still looking at them (lock held).  A reader counts
- * itself in before it reads nhooks (seq_cst both), so one that comes in
- * after the store sees n.
+ * Make nhooks n (smaller), lock held: the entries from n on may be cleared
+ * or refilled with another symbol when it returns, no map_definition (a
+ * reader of nhooks, opal/util/readers.h) still looking at them.
  */
 static void unpublish_hooks(int n)
 {
     __atomic_store_n(&mca_patcher_linux_nhooks, n, __ATOMIC_SEQ_CST);
-    while (0 != __atomic_load_n(&mapping, __ATOMIC_SEQ_CST)) {
-        sched_yield();
-    }
+    opal_readers_drain(&mapping, 0);
 }
 
 int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t only_def,
@@ -126,7 +122,7 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
     if (0 == addr) {
         return addr;
     }
-    __atomic_add_fetch(&mapping, 1, __ATOMIC_SEQ_CST); /* see unpublish_hooks */
+    opal_readers_enter(&mapping); /* see unpublish_hooks */
     const int n = __atomic_load_n(&mca_patcher_linux_nhooks, __ATOMIC_SEQ_CST);
     /* Hooks in order: a second hook of a symbol chains to the first one's
      * intercept, so mapping through all of them ends at the newest. */
@@ -142,7 +138,7 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
             }
         }
     }
-    __atomic_sub_fetch(&mapping, 1, __ATOMIC_SEQ_CST);
+    opal_readers_leave(&mapping);
     return addr;
 }
 

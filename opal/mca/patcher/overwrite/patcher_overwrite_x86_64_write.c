@@ -54,7 +54,6 @@
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -69,6 +68,7 @@
 #include "opal/mca/patcher/base/base_dl.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_x86_64.h"
 #include "opal/util/proc_tasks.h"
+#include "opal/util/readers.h"
 
 /* Weak: a static program may be linked without the loader's functions. */
 #pragma weak dlopen
@@ -103,20 +103,18 @@ static int sync_core_state; /* 0 unknown, 1 registered, -1 unavailable */
 static pid_t *asked;
 static _Atomic bool *answered;
 static _Atomic int nasked; /* published once asked[] is filled */
-static _Atomic int answering; /* handlers that may be reading asked[] */
+static int answering; /* handlers that may be reading asked[] (opal/util/readers.h) */
 
 /*
  * The asker frees or moves asked[] once every answer is in (or it gave
- * up), while an answering thread may still be inside this loop: it counts
- * itself in before it reads nasked, and the asker waits for the count to
- * drain after zeroing nasked (see end_round).  Both sides are seq_cst, so
- * a handler that counts itself in late reads nasked == 0 and touches
- * nothing.
+ * up), while an answering thread may still be inside this loop: a reader
+ * of nasked, drained by end_round.  One that enters late reads nasked == 0
+ * and touches nothing.
  */
 static void note_answer(void)
 {
     pid_t self = (pid_t) syscall(SYS_gettid);
-    atomic_fetch_add(&answering, 1);
+    opal_readers_enter(&answering);
     int n = atomic_load(&nasked);
     for (int k = 0; k < n; k++) {
         if (asked[k] == self) {
@@ -124,16 +122,14 @@ static void note_answer(void)
             break;
         }
     }
-    atomic_fetch_sub(&answering, 1);
+    opal_readers_leave(&answering);
 }
 
 /* No handler reads asked[] after this returns. */
 static void end_round(void)
 {
     atomic_store(&nasked, 0);
-    while (atomic_load(&answering) != 0) {
-        sched_yield();
-    }
+    opal_readers_drain(&answering, 0);
 }
 
 static void sync_cores(void)

@@ -10,13 +10,13 @@
 #include "opal_config.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <string.h>
 
 #include "opal/constants.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/mca/rcache/base/base.h"
 #include "opal/util/output.h"
+#include "opal/util/readers.h"
 
 volatile uint32_t mca_rcache_base_fork_gen;
 
@@ -31,15 +31,13 @@ static bool atfork_installed;
 /*
  * What the release callback walks, without a lock: one slot per hooked
  * module (a line each: threads in different modules share nothing).  A
- * slot counts the threads inside its module's release.  Destroy clears the
- * slot and then waits for that count to drain; a caller announces itself
- * and then looks at the slot (seq_cst on both sides), so either it sees
- * the slot cleared or the destroyer sees it counted.
+ * slot counts the threads inside its module's release, readers that destroy
+ * drains after clearing the slot (opal/util/readers.h).
  */
 #define MAX_HOOKED_MODULES 64
 typedef struct {
     mca_rcache_base_module_t *module;
-    unsigned users;
+    int users;
 } __attribute__((aligned(64))) hooked_slot_t;
 static hooked_slot_t hooked_slots[MAX_HOOKED_MODULES];
 static int hooked_slots_used; /* no slot at or above it was ever taken */
@@ -53,12 +51,12 @@ void mca_rcache_base_release_cb(void *buf, size_t length, void *cbdata, bool fro
         if (NULL == __atomic_load_n(&slot->module, __ATOMIC_RELAXED)) {
             continue;
         }
-        __atomic_add_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+        opal_readers_enter(&slot->users);
         mca_rcache_base_module_t *m = __atomic_load_n(&slot->module, __ATOMIC_SEQ_CST);
         if (NULL != m) {
             m->rcache_release(m, buf, length, from_alloc);
         }
-        __atomic_sub_fetch(&slot->users, 1, __ATOMIC_SEQ_CST);
+        opal_readers_leave(&slot->users);
     }
 }
 
@@ -87,9 +85,7 @@ static void slot_remove(mca_rcache_base_module_t *module)
         hooked_slot_t *slot = &hooked_slots[i];
         if (slot->module == module) {
             __atomic_store_n(&slot->module, NULL, __ATOMIC_SEQ_CST);
-            while (0 != __atomic_load_n(&slot->users, __ATOMIC_SEQ_CST)) {
-                sched_yield();
-            }
+            opal_readers_drain(&slot->users, 0);
         }
     }
 }
