@@ -83,7 +83,7 @@ static inline void announce_mmapped_chunk(int v, void *p)
     }
 }
 
-static inline void free_common(int v, void *p)
+ENTRY_INLINE void free_common(int v, void *p)
 {
     announce_mmapped_chunk(v, p);
     chain.free[v](p);
@@ -91,14 +91,14 @@ static inline void free_common(int v, void *p)
 DEFINE_VOID_ENTRIES(free, (void *p), (p))
 
 /* realloc may move or shrink an mmapped chunk (mremap) or free it. */
-static inline void *realloc_common(int v, void *p, size_t size)
+ENTRY_INLINE void *realloc_common(int v, void *p, size_t size)
 {
     announce_mmapped_chunk(v, p);
     return chain.realloc[v](p, size);
 }
 DEFINE_ENTRIES(realloc, void *, (void *p, size_t size), (p, size))
 
-static inline void *reallocarray_common(int v, void *p, size_t n, size_t size)
+ENTRY_INLINE void *reallocarray_common(int v, void *p, size_t n, size_t size)
 {
     announce_mmapped_chunk(v, p);
     return chain.reallocarray[v](p, n, size);

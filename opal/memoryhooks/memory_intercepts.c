@@ -135,7 +135,7 @@ static OPAL_COLD int munmap_framed(int v, void *addr, size_t len)
     return rc;
 }
 
-static inline int munmap_common(int v, void *addr, size_t len)
+ENTRY_INLINE int munmap_common(int v, void *addr, size_t len)
 {
     /* The kernel rejects an unaligned address: nothing is released. */
     if (__builtin_expect(!page_aligned(addr) || 0 == len, 0)) {
@@ -196,7 +196,7 @@ static OPAL_COLD int madvise_framed(int v, void *addr, size_t len, int advice)
     return rc;
 }
 
-static inline int madvise_common(int v, void *addr, size_t len, int advice)
+ENTRY_INLINE int madvise_common(int v, void *addr, size_t len, int advice)
 {
     if (!advice_drops_pages(advice) || !page_aligned(addr) || 0 == len) {
         return chain.madvise[v](addr, len, advice);
@@ -219,7 +219,7 @@ static OPAL_COLD void *mmap_framed(int v, void *addr, size_t len, int prot, int 
 }
 
 /* MAP_FIXED replaces whatever was mapped there; MAP_FIXED_NOREPLACE never does. */
-static inline void *mmap_common(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
+ENTRY_INLINE void *mmap_common(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (__builtin_expect(!(flags & MAP_FIXED) || (flags & MAP_FIXED_NOREPLACE), 1) ||
         !page_aligned(addr) || 0 == len) {
