@@ -75,7 +75,7 @@ check() {
 }
 
 # Install, then build a program outside the tree against the installed
-# headers with pkg-config (the API.md names), and run it.
+# headers with pkg-config (the names of the public API, README "Using it"), and run it.
 install_and_use() {
     local dest="$PWD/_dest" prefix
     rm -rf "$dest"

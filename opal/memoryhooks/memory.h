@@ -17,12 +17,14 @@
 #define OPAL_MEMORY_CHUNK_SUPPORT  0x0004
 
 /*
- * A release callback.  Note: glibc declares munmap, madvise … "leaf" (they
- * never call back into the caller's file), which the hooks make untrue.
- * State a callback writes and its own file reads around such a call must be
- * volatile or atomic, or the compiler may keep a stale copy in a register.  [buf, buf+length) covers the released pages (page
+ * A release callback.  [buf, buf+length) covers the released pages (page
  * aligned).  from_alloc is true whenever the event may come from inside the
  * allocator: then the callback must neither allocate nor free.
+ *
+ * glibc declares munmap, madvise … "leaf" (they never call back into the
+ * caller's file), which the hooks make untrue: state that a callback writes
+ * and its own file reads around such a call must be volatile or atomic, or
+ * the compiler may keep a stale copy in a register.
  */
 typedef void(opal_mem_hooks_callback_fn_t)(void *buf, size_t length, void *cbdata,
                                            bool from_alloc);

@@ -1,6 +1,6 @@
 /*
  * A program outside the project: it compiles against the INSTALLED headers
- * with exactly the names of shared/API.md and links with pkg-config's flags
+ * with exactly the names of the documented public API and links with pkg-config's flags
  * (contrib/test-all.sh builds and runs it after `make install`).
  */
 #include <stdbool.h>

@@ -1,6 +1,7 @@
 /*
- * Patcher framework base: selection, the delayed setup, the list of applied
- * patches and their undo, and the claim downcall.
+ * Patcher framework base: selection (run by the memory hooks' delayed
+ * setup, which decides when), the list of applied patches and their undo,
+ * and the claim downcall.
  */
 #ifndef OPAL_MCA_PATCHER_BASE_BASE_H
 #define OPAL_MCA_PATCHER_BASE_BASE_H
@@ -14,7 +15,7 @@
 
 extern mca_base_framework_t opal_patcher_base_framework;
 
-/* Public (API.md). */
+/* Public: part of the documented API (README, "Using it"). */
 const char *mca_patcher_base_selected_name(void);
 int mca_patcher_base_claim(const char *style);
 

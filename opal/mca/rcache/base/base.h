@@ -13,7 +13,7 @@
 #include "opal/mca/base/mca_base_framework.h"
 #include "opal/mca/rcache/rcache.h"
 
-/* Public (API.md). */
+/* Public: part of the documented API (README, "Using it"). */
 mca_rcache_base_module_t *mca_rcache_base_module_create(const char *name, void *user_data,
                                                          mca_rcache_base_resources_t *resources);
 int mca_rcache_base_module_destroy(mca_rcache_base_module_t *module);
