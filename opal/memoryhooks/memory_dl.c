@@ -14,8 +14,8 @@
  *    writing: its pages are gone, another object may be mapped there now.
  *
  * For an address-based patcher libc's dlopen, dlmopen and dlclose are
- * patched here, by address; their intercepts open for the caller
- * (patcher_base_dl.c), then report.  A GOT patcher watches them itself and
+ * patched here, by address; their intercepts call the loader for the
+ * caller (base_dl.h: it searches and places as without us), then report.  A GOT patcher watches them itself and
  * tells us through mca_patcher_base_loader_changed().
  */
 #include "opal_config.h"
@@ -52,25 +52,25 @@ typedef struct {
 } libc_copy_t;
 static libc_copy_t copies[OPAL_MEM_HOOKS_MAX_COPIES];
 
-static void *watch_dlopen(const char *file, int mode)
+/* After a successful open, for the caller: our work, then no error left by it. */
+static void *opened(void *handle)
 {
-    /* Entered by jumps from dlopen's entry: our return address is the caller's. */
-    void *handle = mca_patcher_base_dl_open_for(__builtin_return_address(0), false, LM_ID_BASE, file,
-                                                mode, chain.dlopen, chain.dlmopen);
     if (NULL != handle) {
         opal_mem_hooks_objects_changed();
+        mca_patcher_base_dl_clear_error();
     }
     return handle;
 }
 
+/* Entered by a jump from dlopen's entry: our return address is the caller's. */
+static void *watch_dlopen(const char *file, int mode)
+{
+    return opened(mca_patcher_base_dlopen_as(__builtin_return_address(0), chain.dlopen, file, mode));
+}
+
 static void *watch_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
-    void *handle = mca_patcher_base_dl_open_for(__builtin_return_address(0), true, lmid, file, mode,
-                                                chain.dlopen, chain.dlmopen);
-    if (NULL != handle) {
-        opal_mem_hooks_objects_changed();
-    }
-    return handle;
+    return opened(mca_patcher_base_dlmopen_as(__builtin_return_address(0), chain.dlmopen, lmid, file, mode));
 }
 
 static int watch_dlclose(void *handle)

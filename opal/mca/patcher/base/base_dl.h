@@ -1,7 +1,7 @@
 /*
- * For the intercepts of dlopen and dlmopen of every component: opening for
- * the caller (its namespace and search paths), and reading the dynamic
- * sections of loaded objects.  Not part of the installed API.
+ * For the dl intercepts of every component: calling the loader for the
+ * caller, the namespaces, and reading the dynamic sections of loaded
+ * objects.  Not part of the installed API.
  */
 #ifndef OPAL_MCA_PATCHER_BASE_BASE_DL_H
 #define OPAL_MCA_PATCHER_BASE_BASE_DL_H
@@ -14,28 +14,33 @@
 
 typedef void *(*mca_patcher_base_dlopen_fn_t)(const char *, int);
 typedef void *(*mca_patcher_base_dlmopen_fn_t)(Lmid_t, const char *, int);
+typedef void *(*mca_patcher_base_dlsym_fn_t)(void *, const char *);
+typedef void *(*mca_patcher_base_dlvsym_fn_t)(void *, const char *, const char *);
 
 /*
- * What dlopen(file, mode) (explicit_ns false) or dlmopen(lmid, file, mode)
- * called from caller_addr would open, opened by the real functions given.
+ * The dl functions that judge their caller, called through real (what
+ * the intercept chains to) for the code that called the intercept:
+ * caller_ret is the intercept's __builtin_return_address(0), entered
+ * straight from its caller (a GOT slot, or a jump at the function's
+ * entry).  The loader then does everything it does without us, for that
+ * caller (base_call_as.h).  Where that cannot be done, real is called
+ * from here and judges us the caller: a verbose line says so.
  */
-void *mca_patcher_base_dl_open_for(const void *caller_addr, bool explicit_ns, Lmid_t lmid,
-                                   const char *file, int mode, mca_patcher_base_dlopen_fn_t real_dlopen,
-                                   mca_patcher_base_dlmopen_fn_t real_dlmopen);
+void *mca_patcher_base_dlopen_as(const void *caller_ret, mca_patcher_base_dlopen_fn_t real,
+                                 const char *file, int mode);
+void *mca_patcher_base_dlmopen_as(const void *caller_ret, mca_patcher_base_dlmopen_fn_t real,
+                                  Lmid_t lmid, const char *file, int mode);
+void *mca_patcher_base_dlsym_as(const void *caller_ret, mca_patcher_base_dlsym_fn_t real, void *handle,
+                                const char *symbol);
+void *mca_patcher_base_dlvsym_as(const void *caller_ret, mca_patcher_base_dlvsym_fn_t real,
+                                 void *handle, const char *symbol, const char *version);
 
 /*
- * For a name without '/': the path the loader would find searching the
- * caller's DT_RPATH (and the executable's), LD_LIBRARY_PATH and the
- * caller's DT_RUNPATH, written to path.  False when the name is found
- * there in no file (the loader's cache and default directories remain).
+ * After a dl call of the caller succeeded and our own work followed: the
+ * lookups of that work may have left an error for dlerror(), which the
+ * caller must not see (without us it would see none).
  */
-bool mca_patcher_base_dl_search(struct link_map *caller, const char *name, char *path, size_t size);
-
-/* Whether a loaded object of the caller's namespace answers to name (file name or soname). */
-bool mca_patcher_base_dl_loaded(struct link_map *caller, const char *name);
-
-/* Expand $ORIGIN, $LIB and $PLATFORM as the loader does for the caller; false if it cannot. */
-bool mca_patcher_base_dl_expand(struct link_map *caller, const char *in, char *out, size_t size);
+void mca_patcher_base_dl_clear_error(void);
 
 /* The object that holds addr (the program's when none does), and its namespace. */
 struct link_map *mca_patcher_base_dl_caller(const void *addr, Lmid_t *lmid);
@@ -60,5 +65,8 @@ void mca_patcher_base_dl_keep_loaded(const void *code, mca_patcher_base_dlopen_f
 
 /* The value of tag in a dynamic section, and whether it is there. */
 bool mca_patcher_base_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t *value);
+
+/* The address a d_ptr of map's dynamic section names (glibc adjusts some in place). */
+uintptr_t mca_patcher_base_dyn_addr(const struct link_map *map, uintptr_t d_ptr);
 
 #endif

@@ -1,14 +1,14 @@
 /*
  * The linux patcher: redirects calls by rewriting the GOT slots (PLT
  * relocations and GLOB_DAT entries) of every loaded object, and watches
- * dlopen, dlmopen, dlclose and dlsym so that objects loaded later are
+ * dlopen, dlmopen, dlclose, dlsym and dlvsym so that objects loaded later are
  * patched too, unloaded ones are forgotten, and dlsym hands out no way
  * around the intercepts.
  *
  *   patcher_linux_component.c  parameter and query
  *   patcher_linux_module.c     module, the table of redirected symbols
  *   patcher_linux_got.c        walking objects, finding and rewriting slots
- *   patcher_linux_dl.c         the dlopen/dlmopen/dlclose/dlsym intercepts
+ *   patcher_linux_dl.c         the dlopen/dlmopen/dlclose/dlsym/dlvsym intercepts
  */
 #ifndef OPAL_MCA_PATCHER_LINUX_H
 #define OPAL_MCA_PATCHER_LINUX_H
@@ -25,10 +25,11 @@
 extern mca_patcher_base_component_t mca_patcher_linux_component;
 extern mca_patcher_base_module_t mca_patcher_linux_module;
 
-/* Our memory hooks use 17 for themselves and 4 per dlmopen namespace (15 at most). */
+/* Our memory hooks use 13 and the dl watchers 5, and 4 per dlmopen namespace (15 at most). */
 #define MCA_PATCHER_LINUX_MAX_HOOKS   128
 #define MCA_PATCHER_LINUX_MAX_SYMBOL  64
-#define MCA_PATCHER_LINUX_MAX_DEFS    8
+/* Definitions one hook may replace: one per namespace (16), an interposer's. */
+#define MCA_PATCHER_LINUX_MAX_DEFS    20
 
 /* A symbol redirected by patch_symbol; objects loaded later get it too. */
 typedef struct mca_patcher_linux_hook_t {
@@ -80,6 +81,12 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr);
 /* How to reach the real function behind one of our dl intercepts. */
 uintptr_t mca_patcher_linux_chain_of(const char *symbol);
 
+/*
+ * The definition, in namespace lmid, that slots redirected to intercept
+ * (the hook of symbol) reached before, or 0.
+ */
+uintptr_t mca_patcher_linux_definition_in(const char *symbol, uintptr_t intercept, Lmid_t lmid);
+
 /* --- got: the mechanism --- */
 
 /* Whether the process has dynamic linking at all (the component's query). */
@@ -109,7 +116,7 @@ uintptr_t mca_patcher_linux_dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(
 
 /* --- dl: the watchers --- */
 
-/* Redirect dlopen, dlmopen, dlclose and dlsym, unless done (with the lock held). */
+/* Redirect dlopen, dlmopen, dlclose, dlsym and dlvsym, unless done (with the lock held). */
 int mca_patcher_linux_dl_install(void);
 /* A slot holding this value was restored: the watchers may need installing again. */
 void mca_patcher_linux_dl_restored(uintptr_t value);

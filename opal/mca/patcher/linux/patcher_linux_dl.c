@@ -1,9 +1,12 @@
 /*
- * The dl watchers: intercepts of dlopen, dlmopen, dlclose and dlsym.
+ * The dl watchers: intercepts of dlopen, dlmopen, dlclose, dlsym and
+ * dlvsym.
  *
- * dlopen and dlmopen open for the caller (patcher_base_dl.c: the loader
- * judges a dlopen by its return address).  dlsym(RTLD_NEXT) depends on the
- * caller too and is emulated the same way.
+ * The loader judges dlopen, dlmopen, dlsym and dlvsym by their return
+ * address; each is called for the caller (base_dl.h), so the loader
+ * searches, scopes and places exactly as without us.  A caller in a dlmopen
+ * namespace is sent to its own copy of libc's function (where its dlerror
+ * state lives), a caller of the base namespace to what its slot held.
  */
 #include "opal_config.h"
 
@@ -26,8 +29,9 @@
 
 typedef mca_patcher_base_dlopen_fn_t dlopen_fn_t;
 typedef mca_patcher_base_dlmopen_fn_t dlmopen_fn_t;
+typedef mca_patcher_base_dlsym_fn_t dlsym_fn_t;
+typedef mca_patcher_base_dlvsym_fn_t dlvsym_fn_t;
 typedef int (*dlclose_fn_t)(void *);
-typedef void *(*dlsym_fn_t)(void *, const char *);
 
 static bool installed;
 /* Our dl intercepts were put in slots since the last forget (restored or not). */
@@ -35,7 +39,7 @@ static bool watched;
 /* dl_iterate_phdr's counters when the objects were last patched/pruned. */
 static unsigned long long seen_adds, seen_subs;
 
-enum { WATCH_DLOPEN, WATCH_DLMOPEN, WATCH_DLCLOSE, WATCH_DLSYM, WATCH_COUNT };
+enum { WATCH_DLOPEN, WATCH_DLMOPEN, WATCH_DLCLOSE, WATCH_DLSYM, WATCH_DLVSYM, WATCH_COUNT };
 
 /*
  * The real functions: what our intercepts chain to (never through our own
@@ -91,35 +95,61 @@ void mca_patcher_linux_take_back(void)
     pthread_mutex_unlock(&mca_patcher_linux_lock);
 }
 
-static void *linux_dlopen(const char *file, int mode)
+typedef struct watcher_t {
+    const char *symbol;
+    uintptr_t intercept;
+} watcher_t;
+static const watcher_t watchers[WATCH_COUNT]; /* below the intercepts */
+
+/*
+ * What watcher w chains to for the code returning to caller_ret: what the
+ * base namespace's slots held, or for a caller in another namespace the
+ * definition its own slots held (its copy of libc's).  Before the call it
+ * is for: the lookup may leave an error for dlerror().
+ */
+static uintptr_t chain_for(int w, const void *caller_ret)
 {
-    void *handle = mca_patcher_base_dl_open_for(__builtin_return_address(0), false, LM_ID_BASE, file, mode,
-                                                  REAL(dlopen, WATCH_DLOPEN), REAL(dlmopen, WATCH_DLMOPEN));
+    const uintptr_t real = __atomic_load_n(&reals[w], __ATOMIC_ACQUIRE);
+    Lmid_t lmid = LM_ID_BASE;
+    if (NULL == mca_patcher_base_dl_caller(caller_ret, &lmid) || LM_ID_BASE == lmid) {
+        return real;
+    }
+    uintptr_t def = mca_patcher_linux_definition_in(watchers[w].symbol, watchers[w].intercept, lmid);
+    return 0 != def ? def : real;
+}
+
+/* After a successful open, for the caller: our work, then no error left by it. */
+static void *opened(void *handle)
+{
     if (NULL != handle) {
         mca_patcher_linux_take_back();
         mca_patcher_base_loader_changed();
+        mca_patcher_base_dl_clear_error();
     }
     return handle;
 }
 
+static void *linux_dlopen(const char *file, int mode)
+{
+    const void *ret = __builtin_return_address(0);
+    return opened(mca_patcher_base_dlopen_as(ret, (dlopen_fn_t) chain_for(WATCH_DLOPEN, ret), file, mode));
+}
+
 static void *linux_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
-    void *handle = mca_patcher_base_dl_open_for(__builtin_return_address(0), true, lmid, file, mode,
-                                                  REAL(dlopen, WATCH_DLOPEN), REAL(dlmopen, WATCH_DLMOPEN));
-    if (NULL != handle) {
-        mca_patcher_linux_take_back();
-        mca_patcher_base_loader_changed();
-    }
-    return handle;
+    const void *ret = __builtin_return_address(0);
+    return opened(mca_patcher_base_dlmopen_as(ret, (dlmopen_fn_t) chain_for(WATCH_DLMOPEN, ret), lmid,
+                                              file, mode));
 }
 
 static int linux_dlclose(void *handle)
 {
     unsigned long long c[2] = {0, 0};
+    const dlclose_fn_t real = (dlclose_fn_t) chain_for(WATCH_DLCLOSE, __builtin_return_address(0));
     /* Held across the real dlclose: nothing may record a slot of an object
      * that is being unloaded before we prune. */
     pthread_mutex_lock(&mca_patcher_linux_lock);
-    int rc = REAL(dlclose, WATCH_DLCLOSE)(handle);
+    int rc = real(handle);
     dl_iterate_phdr(read_counters, c);
     if (c[1] != seen_subs && __atomic_load_n(&installed, __ATOMIC_RELAXED)) {
         mca_patcher_linux_got_drop_unloaded();
@@ -156,38 +186,6 @@ void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *
     return addr;
 }
 
-/* The first object after the caller, in its namespace, that defines symbol. */
-static void *next_after(const void *caller_addr, const char *symbol)
-{
-    Lmid_t lmid;
-    Dl_info info;
-    struct link_map *caller = mca_patcher_base_dl_caller(caller_addr, &lmid);
-    for (struct link_map *map = caller ? caller->l_next : NULL; map; map = map->l_next) {
-        void *addr = mca_patcher_linux_dlsym_in(map, lmid, symbol);
-        struct link_map *owner;
-        /* dlsym on a handle also searches its dependencies: count the
-         * definition only where it lies in this very object. */
-        if (NULL != addr && 0 != dladdr1(addr, &info, (void **) &owner, RTLD_DL_LINKMAP) &&
-            owner == map) {
-            return addr;
-        }
-    }
-    /* The loader searches the caller's own scope: for a library loaded
-     * after its dependencies (dlopen), those come before it in load order.
-     * Its handle searches it and then them. */
-    struct link_map *owner;
-    void *addr = caller ? mca_patcher_linux_dlsym_in(caller, lmid, symbol) : NULL;
-    if (NULL != addr && 0 != dladdr1(addr, &info, (void **) &owner, RTLD_DL_LINKMAP) &&
-        owner != caller) {
-        return addr;
-    }
-    /* Not found: let the loader say so (and set dlerror) in its words.  It
-     * searches after our object instead of the caller's, so what it might
-     * find there is not the answer. */
-    (void) REAL(dlsym, WATCH_DLSYM)(RTLD_NEXT, symbol);
-    return NULL;
-}
-
 static bool is_watcher(uintptr_t addr);
 
 /*
@@ -205,22 +203,9 @@ void mca_patcher_linux_pin_self(const char *why)
     }
 }
 
-static void *linux_dlsym(void *handle, const char *symbol)
+/* A definition our slots were redirected from: hand out the intercept instead. */
+static void *found(void *addr)
 {
-    const void *caller_addr = __builtin_return_address(0);
-    void *addr;
-    if (RTLD_NEXT == handle) {
-        addr = next_after(caller_addr, symbol);
-    } else if (RTLD_DEFAULT == handle) {
-        Lmid_t lmid;
-        struct link_map *caller = mca_patcher_base_dl_caller(caller_addr, &lmid);
-        /* Another namespace's global scope starts at the caller's objects. */
-        addr = LM_ID_BASE == lmid || NULL == caller ? REAL(dlsym, WATCH_DLSYM)(RTLD_DEFAULT, symbol)
-                                                    : mca_patcher_linux_dlsym_in(caller, lmid, symbol);
-    } else {
-        addr = REAL(dlsym, WATCH_DLSYM)(handle, symbol);
-    }
-    /* A definition our slots were redirected from: hand out the intercept. */
     addr = (void *) mca_patcher_linux_map_definition((uintptr_t) addr);
     if (__builtin_expect(is_watcher((uintptr_t) addr), 0)) {
         mca_patcher_linux_pin_self("a dl intercept was handed out by dlsym");
@@ -228,14 +213,25 @@ static void *linux_dlsym(void *handle, const char *symbol)
     return addr;
 }
 
-static const struct {
-    const char *symbol;
-    uintptr_t intercept;
-} watchers[WATCH_COUNT] = {
+static void *linux_dlsym(void *handle, const char *symbol)
+{
+    const void *ret = __builtin_return_address(0);
+    return found(mca_patcher_base_dlsym_as(ret, (dlsym_fn_t) chain_for(WATCH_DLSYM, ret), handle, symbol));
+}
+
+static void *linux_dlvsym(void *handle, const char *symbol, const char *version)
+{
+    const void *ret = __builtin_return_address(0);
+    return found(mca_patcher_base_dlvsym_as(ret, (dlvsym_fn_t) chain_for(WATCH_DLVSYM, ret), handle,
+                                            symbol, version));
+}
+
+static const watcher_t watchers[WATCH_COUNT] = {
     [WATCH_DLOPEN] = {"dlopen", (uintptr_t) linux_dlopen},
     [WATCH_DLMOPEN] = {"dlmopen", (uintptr_t) linux_dlmopen},
     [WATCH_DLCLOSE] = {"dlclose", (uintptr_t) linux_dlclose},
     [WATCH_DLSYM] = {"dlsym", (uintptr_t) linux_dlsym},
+    [WATCH_DLVSYM] = {"dlvsym", (uintptr_t) linux_dlvsym},
 };
 
 static bool is_watcher(uintptr_t addr)

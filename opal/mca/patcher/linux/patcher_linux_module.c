@@ -4,6 +4,8 @@
  */
 #include "opal_config.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <string.h>
 
 #include "opal/constants.h"
@@ -11,6 +13,10 @@
 #include "opal/mca/patcher/linux/patcher_linux.h"
 #include "opal/util/output.h"
 #include "opal/util/readers.h"
+
+/* A static link must not need them (the component declines there). */
+#pragma weak dladdr1
+#pragma weak dlinfo
 
 pthread_mutex_t mca_patcher_linux_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 mca_patcher_linux_hook_t mca_patcher_linux_hooks[MCA_PATCHER_LINUX_MAX_HOOKS];
@@ -140,6 +146,40 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
     }
     opal_readers_leave(&mapping);
     return addr;
+}
+
+/* The namespace of the object defining addr, or -1. */
+static Lmid_t namespace_of(uintptr_t addr)
+{
+    Dl_info info;
+    struct link_map *map = NULL;
+    Lmid_t lmid = -1;
+    if (NULL == dladdr1 || NULL == dlinfo ||
+        0 == dladdr1((void *) addr, &info, (void **) &map, RTLD_DL_LINKMAP) || NULL == map ||
+        0 != dlinfo(map, RTLD_DI_LMID, &lmid)) {
+        return -1;
+    }
+    return lmid;
+}
+
+uintptr_t mca_patcher_linux_definition_in(const char *symbol, uintptr_t intercept, Lmid_t lmid)
+{
+    uintptr_t found = 0;
+    opal_readers_enter(&mapping); /* see unpublish_hooks */
+    const int n = __atomic_load_n(&mca_patcher_linux_nhooks, __ATOMIC_SEQ_CST);
+    for (int h = 0; h < n && 0 == found; h++) {
+        const mca_patcher_linux_hook_t *hook = &mca_patcher_linux_hooks[h];
+        if (hook->value != intercept || 0 != strcmp(hook->symbol, symbol)) {
+            continue;
+        }
+        for (int d = 0; d < hook->ndefs && d < MCA_PATCHER_LINUX_MAX_DEFS && 0 == found; d++) {
+            if (namespace_of(hook->defs[d]) == lmid) {
+                found = hook->defs[d];
+            }
+        }
+    }
+    opal_readers_leave(&mapping);
+    return found;
 }
 
 static int linux_init(void)
