@@ -461,19 +461,39 @@ int opal_mem_hooks_check_intercepts(void)
     return OPAL_SUCCESS;
 }
 
+/*
+ * For a GOT patcher: the calls that reach the copy's functions go to the
+ * variant's entries, which chain to the copy's own (its errno); the copy's
+ * own calls (its malloc's) are reached through its allocator.
+ */
+static int patch_copy_calls(mca_patcher_base_module_t *patcher, int variant,
+                            uintptr_t (*lookup)(const char *name, void *arg), void *arg)
+{
+    for (size_t i = 0; i < NUM_TARGETS; i++) {
+        const intercept_target_t *t = &targets[i];
+        const uintptr_t def = lookup(t->name, arg);
+        if (0 == def) {
+            continue;
+        }
+        /* The chain before the first slot points to the entry. */
+        __atomic_store_n(&t->chain[variant], (void *) def, __ATOMIC_RELEASE);
+        int rc = patcher->patch_definition(t->name, def, t->entry[variant]);
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    return opal_mem_hooks_patch_alloc_copy(variant, lookup, arg);
+}
+
 int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
     if (NULL == patcher || variant < OPAL_MEM_HOOKS_FIRST_COPY_VARIANT || variant >= NUM_VARIANTS) {
         return OPAL_ERR_BAD_PARAM;
     }
-    /* A GOT patcher cannot reach the copy's own calls: its allocator's then. */
-    if (NULL == patcher->patch_address) {
-        return opal_mem_hooks_patch_alloc_copy(variant, lookup, arg);
-    }
     for (size_t i = 0; i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
-        const uintptr_t def = lookup(t->name, arg);
+        const uintptr_t def = NULL == patcher->patch_address ? 0 : lookup(t->name, arg);
         patched[i][variant] = 0;
         if (0 == def) {
             continue; /* the copy does not have it: nobody there can call it */
@@ -483,6 +503,14 @@ int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name,
             opal_mem_hooks_unpatch_copy(variant, false);
             return rc;
         }
+    }
+    if (NULL == patcher->patch_address) {
+        int rc = NULL == patcher->patch_definition ? OPAL_ERR_NOT_SUPPORTED
+                                                   : patch_copy_calls(patcher, variant, lookup, arg);
+        if (OPAL_SUCCESS != rc) {
+            opal_mem_hooks_unpatch_copy(variant, false);
+        }
+        return rc;
     }
     return OPAL_SUCCESS;
 }
@@ -501,7 +529,8 @@ static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
 {
     const int v = *(const int *) arg;
     for (size_t i = 0; i < NUM_TARGETS; i++) {
-        if (0 != patched[i][v] && patch->patch_func == patched[i][v]) {
+        if ((0 != patched[i][v] && patch->patch_func == patched[i][v]) ||
+            patch->patch_value == targets[i].entry[v]) {
             return true;
         }
     }
@@ -510,14 +539,21 @@ static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
 
 void opal_mem_hooks_unpatch_copy(int variant, bool unloaded)
 {
-    if (NULL != opal_patcher && NULL == opal_patcher->patch_address) {
-        opal_mem_hooks_unpatch_alloc_copy(variant, unloaded);
-    } else if (NULL != opal_patcher) {
-        if (unloaded) {
-            mca_patcher_base_forget_patches(opal_patcher, patch_of_variant, &variant);
-        } else {
-            mca_patcher_base_restore_patches(opal_patcher, patch_of_variant, &variant);
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL == patcher) {
+        return;
+    }
+    if (NULL == patcher->patch_address) {
+        /* Objects loaded from now on do not get the variant's entries. */
+        for (size_t i = 0; i < NUM_TARGETS && NULL != patcher->patch_retire; i++) {
+            patcher->patch_retire(targets[i].entry[variant]);
         }
+        opal_mem_hooks_unpatch_alloc_copy(variant, unloaded);
+    }
+    if (unloaded) {
+        mca_patcher_base_forget_patches(patcher, patch_of_variant, &variant);
+    } else {
+        mca_patcher_base_restore_patches(patcher, patch_of_variant, &variant);
     }
     for (size_t i = 0; i < NUM_TARGETS; i++) {
         patched[i][variant] = 0;

@@ -109,14 +109,15 @@ void opal_mem_hooks_uninstall_intercepts(void);
 /*
  * Patch one copy, its functions found by lookup (all or nothing): the
  * functions themselves by address, or for a GOT patcher the calls that
- * reach its allocator (memory_alloc_intercepts.c).
+ * reach them and its allocator (memory_alloc_intercepts.c), each sent to
+ * the variant's entry, which chains to the copy's own function.
  */
 int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg);
 /* Whether every jump written into the copy is still there (the copy is mapped). */
 bool opal_mem_hooks_copy_intact(int variant);
 /* Undo the copy's patches, or with unloaded, drop them without writing. */
 void opal_mem_hooks_unpatch_copy(int variant, bool unloaded);
-/* The GOT patcher's part of the two above. */
+/* The GOT patcher's allocator part of the two above. */
 int opal_mem_hooks_patch_alloc_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg);
 void opal_mem_hooks_unpatch_alloc_copy(int variant, bool unloaded);
 

@@ -2,7 +2,8 @@
  * dlmopen into a new namespace brings a copy of libc of its own: releases
  * made there produce events too, with each component (OMPI_MCA_patcher):
  *
- *  - munmap called by a library of the namespace;
+ *  - munmap called by a library of the namespace (and a failing one sets
+ *    the errno the namespace's code reads);
  *  - free() of a large block by the namespace's malloc (which unmaps it
  *    from inside its libc);
  *
@@ -14,6 +15,7 @@
 #include "opal_config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <gnu/lib-names.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +35,7 @@
 typedef struct {
     void *handle;
     int (*munmap)(void *, size_t);
+    int (*munmap_errno)(void *, size_t);
     void *(*alloc)(size_t);
     void (*free)(void *);
 } ns_lib_t;
@@ -47,10 +50,11 @@ static bool open_ns(ns_lib_t *lib)
         return false;
     }
     lib->munmap = (int (*)(void *, size_t)) dlsym(lib->handle, "unmapper_munmap");
+    lib->munmap_errno = (int (*)(void *, size_t)) dlsym(lib->handle, "unmapper_munmap_errno");
     lib->alloc = (void *(*) (size_t)) dlsym(lib->handle, "unmapper_alloc");
     lib->free = (void (*)(void *)) dlsym(lib->handle, "unmapper_free");
-    CHECK(NULL != lib->munmap && NULL != lib->alloc && NULL != lib->free);
-    return NULL != lib->munmap && NULL != lib->alloc && NULL != lib->free;
+    CHECK(NULL != lib->munmap && NULL != lib->munmap_errno && NULL != lib->alloc && NULL != lib->free);
+    return NULL != lib->munmap && NULL != lib->munmap_errno && NULL != lib->alloc && NULL != lib->free;
 }
 
 /* The first bytes of munmap in the namespace's libc. */
@@ -81,6 +85,11 @@ static void check_ns(const char *component, const char *when, ns_lib_t *lib)
         CHECK_MSG(1 == events, "%s, %s: munmap by a library of the namespace: %d events", component,
                   when, events);
     }
+
+    /* A failing munmap sets the errno the namespace's code reads: its copy's. */
+    int err = lib->munmap_errno((char *) &path + 1, 4096);
+    CHECK_MSG(EINVAL == err, "%s, %s: munmap of an unaligned address in the namespace: errno %d there, "
+              "not EINVAL", component, when, err);
 
     char *big = lib->alloc(BIG);
     CHECK(NULL != big);

@@ -25,8 +25,8 @@
 extern mca_patcher_base_component_t mca_patcher_linux_component;
 extern mca_patcher_base_module_t mca_patcher_linux_module;
 
-/* Our memory hooks use 13 and the dl watchers 5, and 4 per dlmopen namespace (15 at most). */
-#define MCA_PATCHER_LINUX_MAX_HOOKS   128
+/* The dl watchers use 5, our memory hooks 13 and 13 per dlmopen namespace (15 at most). */
+#define MCA_PATCHER_LINUX_MAX_HOOKS   256
 #define MCA_PATCHER_LINUX_MAX_SYMBOL  64
 /* Definitions one hook may replace: one per namespace (16), an interposer's. */
 #define MCA_PATCHER_LINUX_MAX_DEFS    20
@@ -80,6 +80,9 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr);
 
 /* How to reach the real function behind one of our dl intercepts. */
 uintptr_t mca_patcher_linux_chain_of(const char *symbol);
+
+/* The intercept of the hook of every slot of symbol (patch_symbol's), or 0. */
+uintptr_t mca_patcher_linux_chain_value(const char *symbol);
 
 /*
  * The definition, in namespace lmid, that slots redirected to intercept

@@ -527,8 +527,16 @@ static void hook_note_definition(mca_patcher_linux_hook_t *hook, uintptr_t def)
             return;
         }
     }
+    /* A place cleared by an unload first (mca_patcher_linux_got_drop_unloaded). */
+    for (int i = 1; i < hook->ndefs; i++) {
+        if (0 == hook->defs[i]) {
+            __atomic_store_n(&hook->defs[i], def, __ATOMIC_RELEASE);
+            return;
+        }
+    }
     if (hook->ndefs < MCA_PATCHER_LINUX_MAX_DEFS) {
-        hook->defs[hook->ndefs++] = def;
+        __atomic_store_n(&hook->defs[hook->ndefs], def, __ATOMIC_RELEASE);
+        __atomic_store_n(&hook->ndefs, hook->ndefs + 1, __ATOMIC_RELEASE);
     }
 }
 
@@ -557,6 +565,53 @@ static bool known_definition(const mca_patcher_linux_hook_t *hook, uintptr_t def
     return def == hook->chain;
 }
 
+/*
+ * Whether def is redirected by a hook of its own (patch_definition: one
+ * copy of the function, with a chain of its own), which the hook of every
+ * slot of the symbol leaves it to.
+ */
+static bool claimed(const mca_patcher_linux_hook_t *hook, uintptr_t def)
+{
+    for (int h = 0; h < mca_patcher_linux_nhooks; h++) {
+        const mca_patcher_linux_hook_t *other = &mca_patcher_linux_hooks[h];
+        if (other->only_def == def && !other->retired && 0 == strcmp(other->symbol, hook->symbol)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * A slot we patched already, for a hook of one definition: if our hook of
+ * every slot of the symbol holds it, and its original value reaches that
+ * definition, it becomes this hook's (the same record: what is restored
+ * stays the original value).  Anything else is left as it is.
+ */
+static int take_over(const got_scan_t *scan, const got_slot_t *slot, mca_patcher_linux_hook_t *hook,
+                     mca_patcher_base_patch_t *record, bool *wrote)
+{
+    uintptr_t orig;
+    memcpy(&orig, record->patch_orig_data, sizeof(orig));
+    mca_patcher_base_module_t *module = &mca_patcher_linux_module;
+    if (0 != strcmp(record->patch_symbol, hook->symbol) ||
+        record->patch_value != mca_patcher_linux_chain_value(hook->symbol) ||
+        slot_definition(scan, slot, orig, hook->symbol) != hook->only_def) {
+        return OPAL_SUCCESS;
+    }
+    pthread_mutex_lock(&module->patch_list_mutex); /* against a restore in another thread */
+    int rc = got_write(slot->addr, hook->value, hook->symbol);
+    if (OPAL_SUCCESS == rc) {
+        record->patch_value = hook->value;
+        record->patch_chain = hook->only_def;
+        memcpy(record->patch_data, &hook->value, sizeof(hook->value));
+        *wrote = true;
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+    opal_output_verbose(mca_patcher_linux_verbose, 20, "patcher linux: %s: %s at %p -> %p (its own copy's)",
+                        hook->symbol, record->patch_how, (void *) slot->addr, (void *) hook->value);
+    return rc;
+}
+
 /* Patch one slot; *wrote tells whether it was written. */
 static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patcher_linux_hook_t *hook,
                       bool *wrote)
@@ -566,6 +621,9 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
         return OPAL_SUCCESS; /* patched already (or listed twice) */
     }
     mca_patcher_base_patch_t *record = find_record(slot->addr);
+    if (NULL != record && 0 != hook->only_def) {
+        return take_over(scan, slot, hook, record, wrote);
+    }
     if (NULL != record) {
         /* We patched this slot and someone wrote it since.  Back to what we
          * chain to (a hooker re-applying its patches, UCX's libucm after
@@ -593,6 +651,9 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
     }
     if (0 != hook->only_def && def != hook->only_def) {
         return OPAL_SUCCESS; /* another copy's: another hook's, or nobody's */
+    }
+    if (0 == hook->only_def && claimed(hook, def)) {
+        return OPAL_SUCCESS; /* a redirection of this very definition patches it */
     }
     if (def != hook->chain && hook->per_copy_state) {
         opal_output_verbose(mca_patcher_linux_verbose, 10,
@@ -689,6 +750,19 @@ static bool slot_unloaded(mca_patcher_base_patch_t *patch, void *arg)
 void mca_patcher_linux_got_drop_unloaded(void)
 {
     mca_patcher_base_restore_patches(&mca_patcher_linux_module, slot_unloaded, NULL);
+    /* Definitions in unloaded objects: their addresses may hold another
+     * object's code later, which dlsym must not map to an intercept.
+     * Cleared, not removed: lock-free readers compare with nonzero
+     * addresses only. */
+    for (int h = 0; h < mca_patcher_linux_nhooks; h++) {
+        mca_patcher_linux_hook_t *hook = &mca_patcher_linux_hooks[h];
+        for (int d = 1; d < hook->ndefs && d < MCA_PATCHER_LINUX_MAX_DEFS; d++) {
+            Dl_info info;
+            if (0 != hook->defs[d] && 0 == dladdr((void *) hook->defs[d], &info)) {
+                __atomic_store_n(&hook->defs[d], 0, __ATOMIC_RELEASE);
+            }
+        }
+    }
 }
 
 /* --- can this process be patched at all --- */

@@ -112,15 +112,28 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
     return rc;
 }
 
-uintptr_t mca_patcher_linux_chain_of(const char *symbol)
+/* The hook of every slot of symbol (patch_symbol's, not patch_definition's), or NULL. */
+static const mca_patcher_linux_hook_t *every_slot_hook(const char *symbol)
 {
     const int n = __atomic_load_n(&mca_patcher_linux_nhooks, __ATOMIC_ACQUIRE);
     for (int h = 0; h < n; h++) {
         if (0 == mca_patcher_linux_hooks[h].only_def && 0 == strcmp(mca_patcher_linux_hooks[h].symbol, symbol)) {
-            return __atomic_load_n(&mca_patcher_linux_hooks[h].chain, __ATOMIC_ACQUIRE);
+            return &mca_patcher_linux_hooks[h];
         }
     }
-    return 0;
+    return NULL;
+}
+
+uintptr_t mca_patcher_linux_chain_of(const char *symbol)
+{
+    const mca_patcher_linux_hook_t *hook = every_slot_hook(symbol);
+    return NULL != hook ? __atomic_load_n(&hook->chain, __ATOMIC_ACQUIRE) : 0;
+}
+
+uintptr_t mca_patcher_linux_chain_value(const char *symbol)
+{
+    const mca_patcher_linux_hook_t *hook = every_slot_hook(symbol);
+    return NULL != hook ? hook->value : 0;
 }
 
 uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
@@ -264,5 +277,7 @@ mca_patcher_base_module_t mca_patcher_linux_module = {
     .patch_retire = linux_patch_retire,
     .patch_limits = "sees only calls made through a GOT slot: not calls inside a library that "
                     "bypass its own PLT (libc's free calling munmap), not the constructors of "
-                    "an object run by dlopen before it returns, not raw syscalls",
+                    "an object run by dlopen before it returns, not raw syscalls, and not calls "
+                    "through a function pointer taken before our setup (a variable, a vtable, a "
+                    "callback table holding munmap's address): GOT patching cannot redirect those",
 };
