@@ -64,16 +64,6 @@ static const char target_c[] =
 
 static const char which_c[] = "const char *dl_which(void) { return NAME; }\n";
 
-static void write_file(const char *name, const char *text)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%s", tree, name);
-    FILE *f = fopen(path, "w");
-    if (NULL == f || EOF == fputs(text, f) || 0 != fclose(f)) {
-        TEST_SKIP("cannot write %s", path);
-    }
-}
-
 static void make_dir(const char *rel)
 {
     char path[PATH_MAX], *p;
@@ -169,9 +159,9 @@ static const char *hwcaps_subdir(void)
 static void build_tree(void)
 {
     char rel[PATH_MAX], out[PATH_MAX + 32];
-    write_file("caller.c", caller_c);
-    write_file("target.c", target_c);
-    write_file("which.c", which_c);
+    test_write_file(tree, "caller.c", caller_c);
+    test_write_file(tree, "target.c", target_c);
+    test_write_file(tree, "which.c", which_c);
 
     /* The caller's DT_RPATH and DT_RUNPATH. */
     build("libcaller_rpath.so", "caller.c", "", "-Wl,--disable-new-dtags -Wl,-rpath,%T/r");

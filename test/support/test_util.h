@@ -37,6 +37,17 @@ static int test_failures;
         exit(77);                                                                  \
     } while (0)
 
+/* Write text to dir/name, or skip the test saying why. */
+static inline void test_write_file(const char *dir, const char *name, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (NULL == f || EOF == fputs(text, f) || 0 != fclose(f)) {
+        TEST_SKIP("cannot write %s", path);
+    }
+}
+
 static inline int test_finish(const char *name)
 {
     printf("%s: %s\n", name, test_failures ? "FAILED" : "passed");
