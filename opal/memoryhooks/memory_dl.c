@@ -15,8 +15,8 @@
  *
  * For an address-based patcher libc's dlopen, dlmopen and dlclose are
  * patched here, by address; their intercepts call the loader for the
- * caller (base_dl.h: it searches and places as without us), then report.  A GOT patcher watches them itself and
- * tells us through mca_patcher_base_loader_changed().
+ * caller (base_dl.h: it searches and places as without us), then report.  A GOT patcher watches
+ * them itself and tells us through mca_patcher_base_loader_changed().
  */
 #include "opal_config.h"
 
@@ -65,12 +65,14 @@ static void *opened(void *handle)
 /* Entered by a jump from dlopen's entry: our return address is the caller's. */
 static void *watch_dlopen(const char *file, int mode)
 {
-    return opened(mca_patcher_base_dlopen_as(__builtin_return_address(0), chain.dlopen, file, mode));
+    return opened(
+        mca_patcher_base_dlopen_as(__builtin_return_address(0), chain.dlopen, file, mode));
 }
 
 static void *watch_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
-    return opened(mca_patcher_base_dlmopen_as(__builtin_return_address(0), chain.dlmopen, lmid, file, mode));
+    return opened(
+        mca_patcher_base_dlmopen_as(__builtin_return_address(0), chain.dlmopen, lmid, file, mode));
 }
 
 static int watch_dlclose(void *handle)

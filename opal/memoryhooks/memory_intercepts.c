@@ -505,8 +505,9 @@ int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name,
         }
     }
     if (NULL == patcher->patch_address) {
-        int rc = NULL == patcher->patch_definition ? OPAL_ERR_NOT_SUPPORTED
-                                                   : patch_copy_calls(patcher, variant, lookup, arg);
+        int rc = NULL == patcher->patch_definition
+                     ? OPAL_ERR_NOT_SUPPORTED
+                     : patch_copy_calls(patcher, variant, lookup, arg);
         if (OPAL_SUCCESS != rc) {
             opal_mem_hooks_unpatch_copy(variant, false);
         }

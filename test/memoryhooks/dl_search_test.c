@@ -51,16 +51,15 @@ static const char caller_c[] =
     "void *caller_next(const char *s) { return dlsym(RTLD_NEXT, s); }\n"
     "const char *caller_error(void) { return dlerror(); }\n";
 
-static const char target_c[] =
-    "#include <stddef.h>\n"
-    "#include <sys/mman.h>\n"
-    "#ifdef WHICH\n"
-    "const char *target_name(void) { return NAME; }\n"
-    "#else\n"
-    "extern const char *dl_which(void);\n"
-    "const char *target_name(void) { return dl_which(); }\n"
-    "#endif\n"
-    "int target_munmap(void *p, size_t n) { return munmap(p, n); }\n";
+static const char target_c[] = "#include <stddef.h>\n"
+                               "#include <sys/mman.h>\n"
+                               "#ifdef WHICH\n"
+                               "const char *target_name(void) { return NAME; }\n"
+                               "#else\n"
+                               "extern const char *dl_which(void);\n"
+                               "const char *target_name(void) { return dl_which(); }\n"
+                               "#endif\n"
+                               "int target_munmap(void *p, size_t n) { return munmap(p, n); }\n";
 
 static const char which_c[] = "const char *dl_which(void) { return NAME; }\n";
 
@@ -104,8 +103,8 @@ static void build(const char *out, const char *src, const char *defs, const char
         make_dir(dir);
     }
     /* Every -l a dependency, used or not (--as-needed would drop them). */
-    snprintf(cmd, sizeof(cmd), "cd %s && %s -shared -fPIC -o %s %s %s -Wl,--no-as-needed %s 2>&1", tree,
-             TEST_CC, out, defs, src, expanded);
+    snprintf(cmd, sizeof(cmd), "cd %s && %s -shared -fPIC -o %s %s %s -Wl,--no-as-needed %s 2>&1",
+             tree, TEST_CC, out, defs, src, expanded);
     if (0 != system(cmd)) {
         TEST_SKIP("the C compiler cannot build the tree (%s)", cmd);
     }
@@ -209,7 +208,8 @@ static void build_tree(void)
     build("libcaller_named_b.so", "caller.c", "", "-Wl,--disable-new-dtags -Wl,-rpath,%T/m");
     target("n/libt_named.so", "first found");
     target("m/libt_named.so", "found second");
-    build("s/libt_file.so", "target.c", "-DWHICH -DNAME='\"soname\"'", "-Wl,-soname,libt_soname.so.1");
+    build("s/libt_file.so", "target.c", "-DWHICH -DNAME='\"soname\"'",
+          "-Wl,-soname,libt_soname.so.1");
     /* RTLD_DEEPBIND: the object's own dependency before the global scope. */
     build("libglobal.so", "which.c", "-DNAME='\"global scope\"'", "");
     build("deep/libdeepdep.so", "which.c", "-DNAME='\"own dependency\"'", "");
@@ -343,9 +343,11 @@ static void *report_open(const caller_t *c, void *h, const char *what)
         printf("R: %s: a handle the loader does not know\n", what);
         return h;
     }
-    printf("R: %s: %s%s%s%s, %s%s%s\n", what, where(map->l_name), name ? " (" : "", name ? name() : "",
-           name ? ")" : "",
-           ns == caller_ns ? "the caller's namespace" : LM_ID_BASE == ns ? "the base namespace" : "another namespace",
+    printf("R: %s: %s%s%s%s, %s%s%s\n", what, where(map->l_name), name ? " (" : "",
+           name ? name() : "", name ? ")" : "",
+           ns == caller_ns    ? "the caller's namespace"
+           : LM_ID_BASE == ns ? "the base namespace"
+                              : "another namespace",
            err ? "; then dlerror: " : "", err ? err : "");
     check_event(h, what);
     return h;
@@ -377,8 +379,9 @@ static void report_sym(const caller_t *c, void *addr, const char *what)
     } else {
         /* Our definitions of dl_which say whose they are. */
         const bool which = NULL != info.dli_sname && 0 == strcmp(info.dli_sname, "dl_which");
-        printf("R: %s: %s in %s%s%s\n", what, info.dli_sname ? info.dli_sname : "?", where(info.dli_fname),
-               which ? ": " : "", which ? ((const char *(*) (void)) addr)() : "");
+        printf("R: %s: %s in %s%s%s\n", what, info.dli_sname ? info.dli_sname : "?",
+               where(info.dli_fname), which ? ": " : "",
+               which ? ((const char *(*) (void)) addr)() : "");
     }
 }
 
@@ -398,13 +401,15 @@ static void case_runpath(void)
 static void case_loader_rpath(void)
 {
     load("libp.so", RTLD_NOW);
-    open_as((caller_t[]){caller_at("chain/libq.so", RTLD_NOW | RTLD_NOLOAD)}, "libt_chain.so", RTLD_NOW);
+    open_as((caller_t[]){caller_at("chain/libq.so", RTLD_NOW | RTLD_NOLOAD)}, "libt_chain.so",
+            RTLD_NOW);
 }
 
 static void case_runpath_stops_chain(void)
 {
     load("libp2.so", RTLD_NOW);
-    open_as((caller_t[]){caller_at("chain3/libq2.so", RTLD_NOW | RTLD_NOLOAD)}, "libt_chain3.so", RTLD_NOW);
+    open_as((caller_t[]){caller_at("chain3/libq2.so", RTLD_NOW | RTLD_NOLOAD)}, "libt_chain3.so",
+            RTLD_NOW);
 }
 
 static void case_exe_rpath(void)
@@ -431,7 +436,8 @@ static void case_origin(void)
 static void case_lib_platform(void)
 {
     open_as((caller_t[]){caller_at("libcaller_lib.so", RTLD_NOW)}, "libt_lib.so", RTLD_NOW);
-    open_as((caller_t[]){caller_at("libcaller_platform.so", RTLD_NOW)}, "libt_platform.so", RTLD_NOW);
+    open_as((caller_t[]){caller_at("libcaller_platform.so", RTLD_NOW)}, "libt_platform.so",
+            RTLD_NOW);
 }
 
 static void case_hwcaps(void)
@@ -447,7 +453,8 @@ static void case_cache(void)
 
 static void case_loaded_names(void)
 {
-    caller_t a = caller_at("libcaller_named_a.so", RTLD_NOW), b = caller_at("libcaller_named_b.so", RTLD_NOW);
+    caller_t a = caller_at("libcaller_named_a.so", RTLD_NOW),
+             b = caller_at("libcaller_named_b.so", RTLD_NOW);
     caller_t plain = caller_at("libcaller_plain.so", RTLD_NOW);
     char path[PATH_MAX];
     open_as(&a, "libt_named.so", RTLD_NOW);
@@ -461,7 +468,8 @@ static void case_loaded_names(void)
 
 static void case_noload(void)
 {
-    caller_t c = caller_at("libcaller_rpath.so", RTLD_NOW), plain = caller_at("libcaller_plain.so", RTLD_NOW);
+    caller_t c = caller_at("libcaller_rpath.so", RTLD_NOW),
+             plain = caller_at("libcaller_plain.so", RTLD_NOW);
     char path[PATH_MAX];
     open_as(&c, "libt_rpath.so", RTLD_NOW | RTLD_NOLOAD);
     snprintf(path, sizeof(path), "%s/r/libt_rpath.so", tree);
@@ -515,7 +523,8 @@ static void case_dlsym_scope(void)
     report_sym(&next, next.sym(RTLD_DEFAULT, "dl_which"), "dlsym(RTLD_DEFAULT, dl_which)");
     report_sym(&next, next.next("dl_which"), "dlsym(RTLD_NEXT, dl_which)");
     report_sym(&local, local.next("dl_which"), "dlsym(RTLD_NEXT, dl_which)");
-    report_sym(&local, local.next("no_such_symbol_anywhere"), "dlsym(RTLD_NEXT, no_such_symbol_anywhere)");
+    report_sym(&local, local.next("no_such_symbol_anywhere"),
+               "dlsym(RTLD_NEXT, no_such_symbol_anywhere)");
 }
 
 typedef struct case_t {
@@ -531,8 +540,8 @@ static const case_t cases[] = {
     {"caller's DT_RUNPATH", case_runpath, false, true, "u/libt_runpath.so (runpath)"},
     {"DT_RPATH of the object that loaded the caller", case_loader_rpath, false, true,
      "chain2/libt_chain.so (chain)"},
-    {"caller's DT_RUNPATH switches the loading chain's DT_RPATH off", case_runpath_stops_chain, false,
-     false, "libt_chain3.so: cannot open shared object file"},
+    {"caller's DT_RUNPATH switches the loading chain's DT_RPATH off", case_runpath_stops_chain,
+     false, false, "libt_chain3.so: cannot open shared object file"},
     {"executable's DT_RPATH", case_exe_rpath, false, true, "exe/libt_exe.so (exe)"},
     {"LD_LIBRARY_PATH", case_ld_library_path, true, true, "llp/libt_order.so (llp)"},
     {"$ORIGIN in DT_RPATH and in the name", case_origin, false, true, "o2/libt_origin2.so"},
@@ -545,7 +554,8 @@ static const case_t cases[] = {
     {"RTLD_DEEPBIND", case_deepbind, false, false, "(own dependency)"},
     {"dlopen(NULL) and dlopen(\"\")", case_null, false, false, "<the program>"},
     {"errors", case_errors, false, true, "invalid mode"},
-    {"a caller in a dlmopen namespace", case_namespace, false, false, "ns/libt_ns.so (namespace), the caller's namespace"},
+    {"a caller in a dlmopen namespace", case_namespace, false, false,
+     "ns/libt_ns.so (namespace), the caller's namespace"},
     {"dlsym's RTLD_DEFAULT and RTLD_NEXT", case_dlsym_scope, false, false, "next after the caller"},
 };
 #define NUM_CASES (sizeof(cases) / sizeof(cases[0]))
@@ -633,7 +643,8 @@ static char *run_probe(const case_t *c, bool hooks, const char *exe, int uid)
     if (out) {
         out[len] = '\0';
         if (!WIFEXITED(status) || 0 != WEXITSTATUS(status)) {
-            CHECK_MSG(0, "%s (hooks %d): the probe ended with status %#x:\n%s", c->name, hooks, status, out);
+            CHECK_MSG(0, "%s (hooks %d): the probe ended with status %#x:\n%s", c->name, hooks,
+                      status, out);
         }
     }
     return out;
@@ -668,27 +679,32 @@ static void compare(const case_t *c, const char *exe, int uid)
     char *s0 = lines(without, "S: "), *comp = lines(with, "C: ");
     const char *mode = uid >= 0 ? "secure mode" : "";
     CHECK_MSG(NULL != r0 && NULL != r1 && 0 == strcmp(r0, r1),
-              "%s %s: outcome differs with our hooks (%s)\n--- without:\n%s--- with:\n%s", c->name, mode,
-              comp ? comp : "", without, with);
+              "%s %s: outcome differs with our hooks (%s)\n--- without:\n%s--- with:\n%s", c->name,
+              mode, comp ? comp : "", without, with);
     /* Secure mode changes outcomes (LD_LIBRARY_PATH, $ORIGIN): compared only. */
     CHECK_MSG(uid >= 0 || NULL == c->expect || (NULL != r0 && NULL != strstr(r0, c->expect)),
-              "%s %s: without hooks the outcome does not show \"%s\" (the case does not test what it says):\n%s",
+              "%s %s: without hooks the outcome does not show \"%s\" (the case does not test what "
+              "it says):\n%s",
               c->name, mode, c->expect, without);
     CHECK_MSG(NULL != s0 && (uid >= 0) == (NULL != strstr(s0, "S: secure")),
-              "%s: the probe ran %s secure mode:\n%s", c->name, uid >= 0 ? "outside" : "in", without);
+              "%s: the probe ran %s secure mode:\n%s", c->name, uid >= 0 ? "outside" : "in",
+              without);
     /* Every target loaded with hooks: one munmap, one event. */
     for (char *save = NULL, *l = strtok_r(e1, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         CHECK_MSG(NULL != strstr(l, "munmap done, 1 events"), "%s %s: %s", c->name, mode, l);
     }
-    printf("%-64s %s\n%s", c->name, r0 && r1 && 0 == strcmp(r0, r1) ? "same" : "DIFFERENT", r1 ? r1 : "");
+    printf("%-64s %s\n%s", c->name, r0 && r1 && 0 == strcmp(r0, r1) ? "same" : "DIFFERENT",
+           r1 ? r1 : "");
     free(without), free(with), free(r0), free(r1), free(e1), free(s0), free(comp);
 }
 
 /* A library of the loader's cache that nothing here has loaded: CACHED in the environment. */
 static void choose_cached(void)
 {
-    static const char *const candidates[] = {"libz.so.1", "libbz2.so.1.0", "liblzma.so.5", "libexpat.so.1",
-                                             "libffi.so.8", "libzstd.so.1", NULL};
+    static const char *const candidates[] = {
+        "libz.so.1",   "libbz2.so.1.0", "liblzma.so.5", "libexpat.so.1",
+        "libffi.so.8", "libzstd.so.1",  NULL,
+    };
     FILE *p = popen("/sbin/ldconfig -p 2>/dev/null || ldconfig -p", "r");
     char line[2 * PATH_MAX], *all = calloc(1, 1 << 20);
     size_t len = 0;
@@ -712,7 +728,8 @@ static void choose_cached(void)
     }
     free(all);
     if (NULL == getenv("CACHED")) {
-        TEST_SKIP("none of the usual libraries is in the loader's cache and unloaded here (ldconfig -p)");
+        TEST_SKIP(
+            "none of the usual libraries is in the loader's cache and unloaded here (ldconfig -p)");
     }
 }
 
@@ -731,7 +748,8 @@ static const char *setuid_copy(char *path, size_t size)
     char cmd[4 * PATH_MAX];
     struct stat st;
     if (0 != geteuid()) {
-        return "secure mode needs a setuid-root copy of the probe, and this test does not run as root";
+        return "secure mode needs a setuid-root copy of the probe, and this test does not run as "
+               "root";
     }
     snprintf(path, size, "%s/suid/dl_search_test", tree);
     snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 4755 '%s'", self, path, path);

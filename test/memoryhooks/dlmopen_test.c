@@ -53,8 +53,10 @@ static bool open_ns(ns_lib_t *lib)
     lib->munmap_errno = (int (*)(void *, size_t)) dlsym(lib->handle, "unmapper_munmap_errno");
     lib->alloc = (void *(*) (size_t)) dlsym(lib->handle, "unmapper_alloc");
     lib->free = (void (*)(void *)) dlsym(lib->handle, "unmapper_free");
-    CHECK(NULL != lib->munmap && NULL != lib->munmap_errno && NULL != lib->alloc && NULL != lib->free);
-    return NULL != lib->munmap && NULL != lib->munmap_errno && NULL != lib->alloc && NULL != lib->free;
+    CHECK(NULL != lib->munmap && NULL != lib->munmap_errno && NULL != lib->alloc &&
+          NULL != lib->free);
+    return NULL != lib->munmap && NULL != lib->munmap_errno && NULL != lib->alloc &&
+           NULL != lib->free;
 }
 
 /* The first bytes of munmap in the namespace's libc. */
@@ -88,8 +90,10 @@ static void check_ns(const char *component, const char *when, ns_lib_t *lib)
 
     /* A failing munmap sets the errno the namespace's code reads: its copy's. */
     int err = lib->munmap_errno((char *) &path + 1, 4096);
-    CHECK_MSG(EINVAL == err, "%s, %s: munmap of an unaligned address in the namespace: errno %d there, "
-              "not EINVAL", component, when, err);
+    CHECK_MSG(EINVAL == err,
+              "%s, %s: munmap of an unaligned address in the namespace: errno %d there, "
+              "not EINVAL",
+              component, when, err);
 
     char *big = lib->alloc(BIG);
     CHECK(NULL != big);

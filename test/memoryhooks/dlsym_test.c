@@ -69,18 +69,21 @@ static void check_fn(munmap_fn_t fn, const char *way)
 /* The same through a library's own lookup (unmapper.c). */
 static void check_lib(void *lib, const char *where)
 {
-    int (*lookup)(void *, size_t, int) = (int (*)(void *, size_t, int)) dlsym(lib, "unmapper_lookup_munmap");
-    int (*vlookup)(void *, size_t, int, const char *) =
-        (int (*)(void *, size_t, int, const char *)) dlsym(lib, "unmapper_lookup_versioned");
+    int (*lookup)(void *, size_t,
+                  int) = (int (*)(void *, size_t, int)) dlsym(lib, "unmapper_lookup_munmap");
+    int (*vlookup)(void *, size_t, int,
+                   const char *) = (int (*)(void *, size_t, int,
+                                            const char *)) dlsym(lib, "unmapper_lookup_versioned");
     CHECK(NULL != lookup && NULL != vlookup);
     for (int next = 0; lookup && vlookup && next < 2; next++) {
         for (int versioned = 0; versioned < 2; versioned++) {
             void *p = map_page();
             int rc = versioned ? vlookup(p, 4096, next, MUNMAP_VERSION) : lookup(p, 4096, next);
             CHECK(0 == rc);
-            CHECK_MSG(1 == events, "%s: munmap from %s(%s, \"munmap\"%s) in %s: %d events", component,
-                      versioned ? "dlvsym" : "dlsym", next ? "RTLD_NEXT" : "RTLD_DEFAULT",
-                      versioned ? ", " MUNMAP_VERSION : "", where, events);
+            CHECK_MSG(1 == events, "%s: munmap from %s(%s, \"munmap\"%s) in %s: %d events",
+                      component, versioned ? "dlvsym" : "dlsym",
+                      next ? "RTLD_NEXT" : "RTLD_DEFAULT", versioned ? ", " MUNMAP_VERSION : "",
+                      where, events);
         }
     }
 }
@@ -106,15 +109,22 @@ int main(int argc, char **argv)
     check_fn((munmap_fn_t) dlsym(RTLD_NEXT, "munmap"), "dlsym(RTLD_NEXT) in the program");
     check_fn((munmap_fn_t) dlsym(RTLD_DEFAULT, "munmap"), "dlsym(RTLD_DEFAULT) in the program");
     check_fn((munmap_fn_t) dlsym(libc, "munmap"), "dlsym(libc's handle) in the program");
-    check_fn((munmap_fn_t) dlvsym(libc, "munmap", MUNMAP_VERSION), "dlvsym(libc's handle) in the program");
-    check_fn((munmap_fn_t) dlvsym(RTLD_DEFAULT, "munmap", MUNMAP_VERSION), "dlvsym(RTLD_DEFAULT) in the program");
-    check_fn((munmap_fn_t) dlvsym(RTLD_NEXT, "munmap", MUNMAP_VERSION), "dlvsym(RTLD_NEXT) in the program");
+    check_fn((munmap_fn_t) dlvsym(libc, "munmap", MUNMAP_VERSION),
+             "dlvsym(libc's handle) in the program");
+    check_fn((munmap_fn_t) dlvsym(RTLD_DEFAULT, "munmap", MUNMAP_VERSION),
+             "dlvsym(RTLD_DEFAULT) in the program");
+    check_fn((munmap_fn_t) dlvsym(RTLD_NEXT, "munmap", MUNMAP_VERSION),
+             "dlvsym(RTLD_NEXT) in the program");
     /* The version asked for is honoured. */
-    CHECK_MSG(NULL == dlvsym(libc, "munmap", "GLIBC_0.0"), "%s: dlvsym found munmap in a version libc "
-              "does not define", component);
+    CHECK_MSG(NULL == dlvsym(libc, "munmap", "GLIBC_0.0"),
+              "%s: dlvsym found munmap in a version libc "
+              "does not define",
+              component);
     const char *err = dlerror();
-    CHECK_MSG(NULL != err && '\0' == bad_version_error[0], "%s: dlvsym of an undefined version: no error "
-              "(without us: %s)", component, bad_version_error[0] ? bad_version_error : "an error");
+    CHECK_MSG(NULL != err && '\0' == bad_version_error[0],
+              "%s: dlvsym of an undefined version: no error "
+              "(without us: %s)",
+              component, bad_version_error[0] ? bad_version_error : "an error");
 
     /* From a library loaded after setup. */
     snprintf(path, sizeof(path), "%s/test/memoryhooks/libunmapper.so", builddir);

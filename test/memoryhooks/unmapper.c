@@ -44,8 +44,8 @@ int unmapper_lookup_versioned(void *addr, size_t len, int next, const char *vers
 
 int unmapper_lookup_versioned(void *addr, size_t len, int next, const char *version)
 {
-    int (*fn)(void *, size_t) = (int (*)(void *, size_t)) dlvsym(next ? RTLD_NEXT : RTLD_DEFAULT, "munmap",
-                                                                 version);
+    int (*fn)(void *, size_t) = (int (*)(void *, size_t)) dlvsym(next ? RTLD_NEXT : RTLD_DEFAULT,
+                                                                 "munmap", version);
     return fn ? fn(addr, len) : -1;
 }
 

@@ -30,8 +30,8 @@ void *mca_patcher_base_dlopen_as(const void *caller_ret, mca_patcher_base_dlopen
                                  const char *file, int mode);
 void *mca_patcher_base_dlmopen_as(const void *caller_ret, mca_patcher_base_dlmopen_fn_t real,
                                   Lmid_t lmid, const char *file, int mode);
-void *mca_patcher_base_dlsym_as(const void *caller_ret, mca_patcher_base_dlsym_fn_t real, void *handle,
-                                const char *symbol);
+void *mca_patcher_base_dlsym_as(const void *caller_ret, mca_patcher_base_dlsym_fn_t real,
+                                void *handle, const char *symbol);
 void *mca_patcher_base_dlvsym_as(const void *caller_ret, mca_patcher_base_dlvsym_fn_t real,
                                  void *handle, const char *symbol, const char *version);
 

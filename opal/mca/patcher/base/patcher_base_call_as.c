@@ -36,7 +36,8 @@ static bool object_of(const void *addr, object_t *obj)
 {
     Dl_info info;
     struct link_map *map = NULL;
-    if (NULL == dladdr1 || 0 == dladdr1(addr, &info, (void **) &map, RTLD_DL_LINKMAP) || NULL == map) {
+    if (NULL == dladdr1 || 0 == dladdr1(addr, &info, (void **) &map, RTLD_DL_LINKMAP) ||
+        NULL == map) {
         /* Code in no object (another hooker's trampoline): the loader takes
          * the program for the caller. */
         map = &_r_debug ? _r_debug.r_map : NULL;
@@ -79,8 +80,8 @@ static uintptr_t find_gadget(const mca_patcher_base_call_as_arch_t *arch, const 
         }
         v = mca_patcher_base_dyn_addr(obj->map, v);
         if (0 != (end = code_end(obj, v))) {
-            const unsigned char *g = arch->epilogue_gadget((const unsigned char *) v,
-                                                           end - v < EPILOGUE_WINDOW ? end - v : EPILOGUE_WINDOW);
+            const size_t len = end - v < EPILOGUE_WINDOW ? end - v : EPILOGUE_WINDOW;
+            const unsigned char *g = arch->epilogue_gadget((const unsigned char *) v, len);
             if (NULL != g) {
                 return (uintptr_t) g;
             }
@@ -89,8 +90,8 @@ static uintptr_t find_gadget(const mca_patcher_base_call_as_arch_t *arch, const 
     for (int i = 0; i < obj->phnum; i++) {
         const ElfW(Phdr) *ph = &obj->phdr[i];
         if (PT_LOAD == ph->p_type && (PF_X | PF_R) == (ph->p_flags & (PF_X | PF_R))) {
-            const unsigned char *g = arch->any_gadget(
-                (const unsigned char *) (obj->map->l_addr + ph->p_vaddr), ph->p_filesz);
+            const unsigned char *code = (const unsigned char *) (obj->map->l_addr + ph->p_vaddr);
+            const unsigned char *g = arch->any_gadget(code, ph->p_filesz);
             if (NULL != g) {
                 return (uintptr_t) g;
             }

@@ -24,12 +24,12 @@
 
 #    include "opal/mca/patcher/base/base_call_as.h"
 
-#    define RET 0xc3
+#    define RET               0xc3
 #    define ARCH_SHSTK_STATUS 0x5005 /* asm/prctl.h, Linux 6.6 */
 #    define ARCH_SHSTK_SHSTK  (1ULL << 0)
 
-uintptr_t mca_patcher_base_x86_64_call_via(uintptr_t gadget, uintptr_t fn, uintptr_t a0, uintptr_t a1,
-                                           uintptr_t a2);
+uintptr_t mca_patcher_base_x86_64_call_via(uintptr_t gadget, uintptr_t fn, uintptr_t a0,
+                                           uintptr_t a1, uintptr_t a2);
 
 __asm__(".text\n"
         ".globl mca_patcher_base_x86_64_call_via\n"
@@ -83,8 +83,9 @@ static const char *x86_64_unavailable(void)
     int s = __atomic_load_n(&state, __ATOMIC_RELAXED);
     if (0 == s) {
         unsigned long long features = 0;
-        s = 0 == syscall(SYS_arch_prctl, ARCH_SHSTK_STATUS, &features) && (features & ARCH_SHSTK_SHSTK)
-                ? 2 : 1;
+        const bool shstk = 0 == syscall(SYS_arch_prctl, ARCH_SHSTK_STATUS, &features) &&
+                           (features & ARCH_SHSTK_SHSTK);
+        s = shstk ? 2 : 1;
         __atomic_store_n(&state, s, __ATOMIC_RELAXED);
     }
     return 2 == s ? "a shadow stack (CET) is active: it would reject the return through the "

@@ -104,7 +104,8 @@ void *mca_patcher_base_dlopen_as(const void *caller_ret, mca_patcher_base_dlopen
                                  const char *file, int mode)
 {
     uintptr_t r;
-    if (call_for(caller_ret, (uintptr_t) real, (uintptr_t) file, (uintptr_t) mode, 0, "dlopen", file, &r)) {
+    if (call_for(caller_ret, (uintptr_t) real, (uintptr_t) file, (uintptr_t) mode, 0, "dlopen",
+                 file, &r)) {
         return (void *) r;
     }
     return real(file, mode);
@@ -121,12 +122,12 @@ void *mca_patcher_base_dlmopen_as(const void *caller_ret, mca_patcher_base_dlmop
     return real(lmid, file, mode);
 }
 
-void *mca_patcher_base_dlsym_as(const void *caller_ret, mca_patcher_base_dlsym_fn_t real, void *handle,
-                                const char *symbol)
+void *mca_patcher_base_dlsym_as(const void *caller_ret, mca_patcher_base_dlsym_fn_t real,
+                                void *handle, const char *symbol)
 {
     uintptr_t r;
-    if (call_for(caller_ret, (uintptr_t) real, (uintptr_t) handle, (uintptr_t) symbol, 0, "dlsym", symbol,
-                 &r)) {
+    if (call_for(caller_ret, (uintptr_t) real, (uintptr_t) handle, (uintptr_t) symbol, 0, "dlsym",
+                 symbol, &r)) {
         return (void *) r;
     }
     return real(handle, symbol);

@@ -114,7 +114,8 @@ static uintptr_t chain_for(int w, const void *caller_ret)
     if (NULL == mca_patcher_base_dl_caller(caller_ret, &lmid) || LM_ID_BASE == lmid) {
         return real;
     }
-    uintptr_t def = mca_patcher_linux_definition_in(watchers[w].symbol, watchers[w].intercept, lmid);
+    uintptr_t def = mca_patcher_linux_definition_in(watchers[w].symbol, watchers[w].intercept,
+                                                    lmid);
     return 0 != def ? def : real;
 }
 
@@ -132,14 +133,15 @@ static void *opened(void *handle)
 static void *linux_dlopen(const char *file, int mode)
 {
     const void *ret = __builtin_return_address(0);
-    return opened(mca_patcher_base_dlopen_as(ret, (dlopen_fn_t) chain_for(WATCH_DLOPEN, ret), file, mode));
+    return opened(
+        mca_patcher_base_dlopen_as(ret, (dlopen_fn_t) chain_for(WATCH_DLOPEN, ret), file, mode));
 }
 
 static void *linux_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
     const void *ret = __builtin_return_address(0);
-    return opened(mca_patcher_base_dlmopen_as(ret, (dlmopen_fn_t) chain_for(WATCH_DLMOPEN, ret), lmid,
-                                              file, mode));
+    return opened(mca_patcher_base_dlmopen_as(ret, (dlmopen_fn_t) chain_for(WATCH_DLMOPEN, ret),
+                                              lmid, file, mode));
 }
 
 static int linux_dlclose(void *handle)
@@ -216,7 +218,8 @@ static void *found(void *addr)
 static void *linux_dlsym(void *handle, const char *symbol)
 {
     const void *ret = __builtin_return_address(0);
-    return found(mca_patcher_base_dlsym_as(ret, (dlsym_fn_t) chain_for(WATCH_DLSYM, ret), handle, symbol));
+    return found(
+        mca_patcher_base_dlsym_as(ret, (dlsym_fn_t) chain_for(WATCH_DLSYM, ret), handle, symbol));
 }
 
 static void *linux_dlvsym(void *handle, const char *symbol, const char *version)

@@ -607,8 +607,9 @@ static int take_over(const got_scan_t *scan, const got_slot_t *slot, mca_patcher
         *wrote = true;
     }
     pthread_mutex_unlock(&module->patch_list_mutex);
-    opal_output_verbose(mca_patcher_linux_verbose, 20, "patcher linux: %s: %s at %p -> %p (its own copy's)",
-                        hook->symbol, record->patch_how, (void *) slot->addr, (void *) hook->value);
+    opal_output_verbose(mca_patcher_linux_verbose, 20,
+                        "patcher linux: %s: %s at %p -> %p (its own copy's)", hook->symbol,
+                        record->patch_how, (void *) slot->addr, (void *) hook->value);
     return rc;
 }
 

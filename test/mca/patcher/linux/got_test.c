@@ -40,16 +40,20 @@ static void compile(const char *out, const char *src, const char *flags)
 static void build_libraries(void)
 {
     char flags[2 * PATH_MAX];
-    test_write_file(dir, "target.c", "int got_target(int x) { return x + 1; }\n"
-                                     "int got_target2(int x) { return x + 2; }\n");
-    test_write_file(dir, "caller.c", "extern int got_target(int);\n"
-                                     "int call(int x) { return got_target(x); }\n"
-                                     "void *address(void) { return (void *) got_target; }\n");
-    test_write_file(dir, "lazy.c", "extern int got_target2(int);\n"
-                                   "int call2(int x) { return got_target2(x); }\n");
+    test_write_file(dir, "target.c",
+                    "int got_target(int x) { return x + 1; }\n"
+                    "int got_target2(int x) { return x + 2; }\n");
+    test_write_file(dir, "caller.c",
+                    "extern int got_target(int);\n"
+                    "int call(int x) { return got_target(x); }\n"
+                    "void *address(void) { return (void *) got_target; }\n");
+    test_write_file(dir, "lazy.c",
+                    "extern int got_target2(int);\n"
+                    "int call2(int x) { return got_target2(x); }\n");
     test_write_file(dir, "hidden.c", "int hidden_value(void) { return 42; }\n");
-    test_write_file(dir, "opener.c", "#include <dlfcn.h>\n"
-                                     "void *open_hidden(int mode) { return dlopen(\"libhidden.so\", mode); }\n");
+    test_write_file(dir, "opener.c",
+                    "#include <dlfcn.h>\n"
+                    "void *open_hidden(int mode) { return dlopen(\"libhidden.so\", mode); }\n");
     compile("libtarget.so", "target.c", "-Wl,-soname,libtarget.so");
     /* Bound at load, GOT read-only after relocation (RELRO). */
     compile("libearly.so", "caller.c", "-Wl,-z,relro,-z,now -L. -ltarget -Wl,-rpath,'$ORIGIN'");
