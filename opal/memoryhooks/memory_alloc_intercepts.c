@@ -77,8 +77,12 @@ static __attribute__((noinline, cold)) void announce_mmapped(int v, const size_t
 /* Every free passes here: a test of one bit, then the chain. */
 static inline void announce_mmapped_chunk(int v, void *p)
 {
+    /* The header only of a block: free(NULL) has none (nor any pointer arithmetic). */
+    if (NULL == p) {
+        return;
+    }
     const size_t *header = (const size_t *) p - 2;
-    if (NULL != p && __builtin_expect(header[1] & GLIBC_IS_MMAPPED, 0)) {
+    if (__builtin_expect(header[1] & GLIBC_IS_MMAPPED, 0)) {
         announce_mmapped(v, header);
     }
 }

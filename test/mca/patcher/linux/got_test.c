@@ -144,8 +144,22 @@ int main(void)
     uintptr_t real_target = (uintptr_t) dlsym(target, "got_target");
     uintptr_t real_target2 = (uintptr_t) dlsym(target, "got_target2");
     CHECK(3 == early_call(2) && real_target == (uintptr_t) early_address());
-    /* Control: the program itself cannot find libhidden.so. */
+    /* Control: the program itself cannot find libhidden.so; its openers can. */
     CHECK(NULL == dlopen("libhidden.so", RTLD_NOW));
+    const char *openers[] = {"librpath.so", "librunpath.so"};
+    bool found_before[2];
+    for (int i = 0; i < 2; i++) {
+        void *opener = open_lib(openers[i], RTLD_NOW);
+        void *(*open_hidden)(int) = (void *(*) (int)) dlsym(opener, "open_hidden");
+        void *hidden = open_hidden(RTLD_NOW | RTLD_LOCAL);
+        found_before[i] = NULL != hidden;
+        CHECK_MSG(found_before[i] || NULL != getenv("OPAL_TEST_SANITIZER"),
+                  "%s: dlopen(\"libhidden.so\") failed without our hooks", openers[i]);
+        if (hidden) {
+            dlclose(hidden);
+        }
+        dlclose(opener);
+    }
 
     snapshot_t before;
     snapshot_take(&before); /* libc and friends, but we compare libearly's GOT only */
@@ -200,13 +214,16 @@ int main(void)
     CHECK((uintptr_t) target_intercept == (uintptr_t) dlsym(target, "got_target"));
     CHECK(NULL == dlsym(RTLD_NEXT, "no_such_symbol_anywhere") && NULL != dlerror());
 
-    /* The caller's DT_RPATH and DT_RUNPATH are searched, not ours. */
-    const char *openers[] = {"librpath.so", "librunpath.so"};
+    /* The caller's DT_RPATH and DT_RUNPATH are searched, not ours: found as
+     * before our setup.  A sanitizer's dlopen interposer is taken for the
+     * caller, with or without us: then neither finds it. */
     for (int i = 0; i < 2; i++) {
         void *opener = open_lib(openers[i], RTLD_NOW);
         void *(*open_hidden)(int) = (void *(*) (int)) dlsym(opener, "open_hidden");
         void *hidden = open_hidden(RTLD_NOW | RTLD_LOCAL);
-        CHECK_MSG(NULL != hidden, "%s: dlopen(\"libhidden.so\") failed: %s", openers[i], dlerror());
+        CHECK_MSG((NULL != hidden) == found_before[i], "%s: dlopen(\"libhidden.so\") %s, before setup %s: %s",
+                  openers[i], hidden ? "found it" : "failed", found_before[i] ? "found it" : "failed",
+                  hidden ? "" : dlerror());
         if (hidden) {
             int (*value)(void) = (int (*)(void)) dlsym(hidden, "hidden_value");
             CHECK(NULL != value && 42 == value());
