@@ -101,6 +101,18 @@ typedef struct watcher_t {
 } watcher_t;
 static const watcher_t watchers[WATCH_COUNT]; /* below the intercepts */
 
+/* Whether a namespace besides the base one has objects (read without a lock, as debuggers do). */
+static bool other_namespaces(void)
+{
+    const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
+    while (NULL != ns && NULL != (ns = mca_patcher_base_dl_next_namespace(ns))) {
+        if (NULL != ns->base.r_map) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
  * What watcher w chains to for the code returning to caller_ret: what the
  * base namespace's slots held, or for a caller in another namespace the
@@ -111,7 +123,8 @@ static uintptr_t chain_for(int w, const void *caller_ret)
 {
     const uintptr_t real = __atomic_load_n(&reals[w], __ATOMIC_ACQUIRE);
     Lmid_t lmid = LM_ID_BASE;
-    if (NULL == mca_patcher_base_dl_caller(caller_ret, &lmid) || LM_ID_BASE == lmid) {
+    if (!other_namespaces() || NULL == mca_patcher_base_dl_caller(caller_ret, &lmid) ||
+        LM_ID_BASE == lmid) {
         return real;
     }
     uintptr_t def = mca_patcher_linux_definition_in(watchers[w].symbol, watchers[w].intercept,
