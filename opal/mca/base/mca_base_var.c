@@ -17,7 +17,11 @@
 #include "opal/mca/base/mca_base_var_store.h"
 #include "opal/util/output.h"
 
+/* The copy inside an Open MPI component (ompi/) reads its own prefix:
+ * OMPI_MCA_patcher & co. there belong to Open MPI's frameworks. */
+#ifndef MCA_BASE_ENV_PREFIX
 #define MCA_BASE_ENV_PREFIX "OMPI_MCA_"
+#endif
 
 typedef struct mca_base_var_record_t {
     mca_base_var_t var;
