@@ -42,6 +42,9 @@ AS_IF([test "$with_ompi" != no], [
         opal_ompi_bindir=`AS_DIRNAME(["$OMPI_MPICC"])`
         AC_PATH_PROG([OMPI_MPIRUN], [mpirun], [], [$opal_ompi_bindir])
         AC_PATH_PROG([OMPI_INFO], [ompi_info], [], [$opal_ompi_bindir])
+        dnl The MPI programs of the tests (test/ompi/).
+        OMPI_MPI_CFLAGS=`$OMPI_MPICC --showme:compile`
+        OMPI_MPI_LIBS=`$OMPI_MPICC --showme:link`
         opal_have_ompi=yes])
     AS_IF([test $opal_have_ompi = no && test -n "$with_ompi"],
           [AC_MSG_ERROR([--with-ompi: $opal_ompi_why])])
@@ -52,6 +55,13 @@ AC_SUBST([OPAL_PATCHER_VERSION_MINOR], [`echo $PACKAGE_VERSION | cut -d. -f2`])
 AC_SUBST([OPAL_PATCHER_VERSION_RELEASE], [`echo $PACKAGE_VERSION | cut -d. -f3`])
 AC_SUBST([OMPI_CPPFLAGS])
 AC_SUBST([OMPI_LDFLAGS])
+AC_SUBST([OMPI_MPI_CFLAGS])
+AC_SUBST([OMPI_MPI_LIBS])
 AC_SUBST([OMPI_MPIRUN])
 AC_SUBST([OMPI_INFO])
 AM_CONDITIONAL([OPAL_BUILD_OMPI], [test $opal_have_ompi = yes])
+dnl Their tests run Open MPI's mpirun: by `make check-ompi`, and by `make
+dnl check` too only when asked.
+AC_ARG_ENABLE([ompi-check],
+    [AS_HELP_STRING([--enable-ompi-check], [make check also runs the tests of the Open MPI components (make check-ompi runs only them)])])
+AM_CONDITIONAL([OPAL_CHECK_OMPI], [test "$enable_ompi_check" = yes && test $opal_have_ompi = yes])

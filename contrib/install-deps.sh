@@ -10,7 +10,9 @@ packages=(
     libibverbs-dev                                              # verbs registration helper
     libucx-dev                                                  # UCX stacking and the rcache yardstick
     libjemalloc2 libjemalloc-dev libgoogle-perftools-dev        # real allocators (LD_PRELOAD)
+    libmimalloc-dev
     openmpi-bin                                                 # mpirun as the launcher
+    libopenmpi-dev                                              # Open MPI's headers: the ompi/ components
     valgrind                                                    # memcheck runs, callgrind benchmarks
 )
 

@@ -8,6 +8,7 @@
 #   static    --enable-static --disable-shared
 #   asan      AddressSanitizer + UndefinedBehaviorSanitizer
 #   distcheck make distcheck
+#   ompi      the Open MPI components (ompi/) under Debian's Open MPI: make check-ompi
 #
 # Usage: contrib/test-all.sh [configuration...]   (default: all of them)
 set -uo pipefail
@@ -63,8 +64,13 @@ build() {
 
 # check NAME [VAR=VALUE...]: run make check in the current build.
 check() {
-    local name=$1; shift
-    env "$@" make -j"$jobs" check >"check-$name.out" 2>&1
+    check_target check "$@"
+}
+
+# check_target TARGET NAME [VAR=VALUE...]: the same with another make target.
+check_target() {
+    local target=$1 name=$2; shift 2
+    env "$@" make -j"$jobs" "$target" >"check-$name.out" 2>&1
     count "$name" "check-$name.out"
     # The tests and their helpers build warning-free too (the compiler's
     # warnings; libtool warns that ASan cannot be linked fully static).
@@ -134,12 +140,15 @@ run_config() {
             echo "[distcheck] FAILED:"; tail -40 distcheck.out
             failed=$((failed + 1)); failures+=(distcheck)
         fi ;;
-    *) echo "unknown configuration '$1' (valid: dso builtin static asan distcheck)"; exit 2 ;;
+    ompi)
+        build ompi --with-ompi || { failed=$((failed + 1)); failures+=(ompi); return; }
+        check_target check-ompi ompi ;;
+    *) echo "unknown configuration '$1' (valid: dso builtin static asan distcheck ompi)"; exit 2 ;;
     esac
 }
 
 configs=("$@")
-[ ${#configs[@]} -eq 0 ] && configs=(dso builtin static asan distcheck)
+[ ${#configs[@]} -eq 0 ] && configs=(dso builtin static asan distcheck ompi)
 for c in "${configs[@]}"; do
     echo "=== $c"
     start=$(date +%s)

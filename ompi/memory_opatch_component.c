@@ -66,7 +66,7 @@ static int opatch_register(void)
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    opatch_glue_report_duplicates(c);
+    opatch_glue_check_path(c, true);
     priority = 90;
     patcher = "";
     built = "opal-patcher " OPATCH_VERSION " for Open MPI " OPATCH_OMPI_SERIES;

@@ -3,6 +3,7 @@
  */
 #include "opatch_glue.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -94,7 +95,17 @@ static const char *expand_dir(const char *dir)
     return dir;
 }
 
-void opatch_glue_report_duplicates(const mca_base_component_t *component)
+/* Whether dir can be read as Open MPI reads it (opendir): it stops at the first that cannot. */
+static bool readable_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (NULL != d) {
+        closedir(d);
+    }
+    return NULL != d;
+}
+
+void opatch_glue_check_path(const mca_base_component_t *component, bool report_stop)
 {
     char **path = NULL;
     int index = mca_base_var_find("opal", "mca", "base", "component_path");
@@ -110,12 +121,26 @@ void opatch_glue_report_duplicates(const mca_base_component_t *component)
     if (NULL == dirs) {
         return;
     }
+    const char *stopped_at = NULL;
     for (char *dir = strtok_r(dirs, ":", &save); NULL != dir; dir = strtok_r(NULL, ":", &save)) {
         const char *expanded = expand_dir(dir);
-        char file[PATH_MAX], real[PATH_MAX];
         if (NULL == expanded) {
             continue;
         }
+        if (NULL != stopped_at) {
+            if (report_stop) {
+                    opal_output(0, "opal-patcher: %s %s: mca_base_component_path: %s cannot be read, and "
+                            "Open MPI loads nothing from the directories after it: %s is ignored",
+                            component->mca_type_name, component->mca_component_name, stopped_at,
+                            expanded);
+            }
+            continue;
+        }
+        if (!readable_dir(expanded)) {
+            stopped_at = dir;
+            continue;
+        }
+        char file[PATH_MAX], real[PATH_MAX];
         snprintf(file, sizeof(file), "%s/mca_%s_%s.so", expanded, component->mca_type_name,
                  component->mca_component_name);
         if (NULL != realpath(file, real) && 0 != strcmp(real, own)) {

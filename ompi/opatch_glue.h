@@ -37,11 +37,12 @@
 int opatch_glue_check_runtime(const mca_base_component_t *component);
 
 /*
- * Say which file of this component's name Open MPI loaded (this one) and
- * which others along mca_base_component_path it ignores (it keeps the
- * first of each name), when there are others.
+ * Say what Open MPI 4.1 does not say about mca_base_component_path: which
+ * other files of this component's name it ignores (it keeps the first of
+ * each name, this one), and with report_stop which directories it
+ * ignores after one it cannot read (it stops there).
  */
-void opatch_glue_report_duplicates(const mca_base_component_t *component);
+void opatch_glue_check_path(const mca_base_component_t *component, bool report_stop);
 
 /*
  * Keep this component's code mapped to the end of the process, once its

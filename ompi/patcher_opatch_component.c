@@ -96,7 +96,7 @@ static int opatch_register(void)
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    opatch_glue_report_duplicates(c);
+    opatch_glue_check_path(c, false);
     priority = 30;
     if (mca_base_component_var_register(c, "priority", "Selection priority (overwrite has 37)",
                                         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_1,
