@@ -6,20 +6,26 @@
  * to UCX).
  *
  * Open MPI's memory base queries every memory component, keeps the one
- * with the highest priority, unloads the others without closing them and
- * only then opens the one it kept; a component whose open fails stays
- * Open MPI's choice (opal_memory) even so.  Hence the hooks are installed
- * in the query, where a failure still lets the stock component win, and a
- * component installed but not kept takes them out again when it is
- * unloaded (the destructor below).  The component kept stays loaded to the
- * end of the process (Open MPI 4.1 may unload it at finalize unclosed).
+ * with the highest priority (the later one of equal priorities), unloads
+ * the others without closing them and only then opens the one it kept; a
+ * component whose open fails stays Open MPI's choice (opal_memory) even
+ * so.  Hence the hooks are installed in the query, where a failure still
+ * lets the stock component win, and only when no other memory component
+ * registered a priority that would beat ours.  Installed, the component
+ * stays loaded to the end of the process: Open MPI 4.1 may unload it at
+ * finalize without closing the framework, and a dlclose of a component
+ * whose hooks are live would return into unmapped code (our dlclose
+ * watcher is on the stack).
  */
 #include "opal_config.h"
 
 #include <stdbool.h>
 
+#include "opal/class/opal_list.h"
 #include "opal/constants.h"
+#include "opal/mca/base/base.h"
 #include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/memory/base/base.h"
 #include "opal/mca/memory/base/empty.h"
 #include "opal/mca/memory/memory.h"
 #include "opal/memoryhooks/memory.h"
@@ -57,7 +63,6 @@ static char *patcher;  /* our component(s), "" for by priority */
 static int verbose;
 static char *built;    /* read-only: what this is, for ompi_info */
 static bool installed; /* in the query */
-static bool opened;    /* kept by Open MPI */
 
 static int opatch_register(void)
 {
@@ -89,31 +94,70 @@ static int opatch_register(void)
     return opatch_glue_register_verbose(c, &verbose);
 }
 
-static void uninstall(void)
+/*
+ * Whether another memory component registered a priority that Open MPI's
+ * selection would keep over ours: higher, or equal and after us in its list.
+ */
+static bool outranked(const char **by, int *theirs)
 {
-    opatch_inner_hooks_uninstall();
-    opatch_inner_stop();
-    installed = false;
+    bool after_us = false;
+    mca_base_component_list_item_t *item;
+    OPAL_LIST_FOREACH (item, &opal_memory_base_framework.framework_components,
+                       mca_base_component_list_item_t) {
+        const mca_base_component_t *c = item->cli_component;
+        if (c == &mca_memory_opatch_component.memoryc_version) {
+            after_us = true;
+            continue;
+        }
+        const int *value = NULL;
+        int index = mca_base_var_find(c->mca_project_name, c->mca_type_name, c->mca_component_name,
+                                      "priority");
+        if (index >= 0 && OPAL_SUCCESS == mca_base_var_get_value(index, &value, NULL, NULL) &&
+            NULL != value && (*value > priority || (*value == priority && after_us))) {
+            *by = c->mca_component_name;
+            *theirs = *value;
+            return true;
+        }
+    }
+    return false;
+}
+
+static int install(void)
+{
+    const char *by;
+    int theirs;
+    if (outranked(&by, &theirs)) {
+        if (verbose > 0) {
+            opal_output(0, "opal-patcher: memory opatch: memory/%s has priority %d, ours %d: not "
+                        "installing, Open MPI keeps memory/%s", by, theirs, priority, by);
+        }
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    if (!opatch_glue_stay_loaded(&mca_memory_opatch_component.memoryc_version)) {
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    int rc = opatch_inner_start(NULL != patcher ? patcher : "", verbose);
+    if (0 == rc) {
+        rc = opatch_inner_hooks_install(opal_mem_hooks_release_hook);
+        if (0 != rc) {
+            opatch_inner_stop();
+        }
+    }
+    if (0 != rc) {
+        opal_output(0, "opal-patcher: memory opatch: the hooks cannot be installed here (said "
+                    "above; memory_opatch_patcher=\"%s\"): declining, Open MPI's own memory "
+                    "components take over", NULL != patcher ? patcher : "");
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    installed = true;
+    return OPAL_SUCCESS;
 }
 
 static int opatch_query(int *prio)
 {
     *prio = -1;
-    if (!installed) {
-        int rc = opatch_inner_start(NULL != patcher ? patcher : "", verbose);
-        if (0 == rc) {
-            rc = opatch_inner_hooks_install(opal_mem_hooks_release_hook);
-            if (0 != rc) {
-                opatch_inner_stop();
-            }
-        }
-        if (0 != rc) {
-            opal_output(0, "opal-patcher: memory opatch: the hooks cannot be installed here (said "
-                        "above; memory_opatch_patcher=\"%s\"): declining, Open MPI's own memory "
-                        "components take over", NULL != patcher ? patcher : "");
-            return OPAL_ERR_NOT_AVAILABLE;
-        }
-        installed = true;
+    if (!installed && OPAL_SUCCESS != install()) {
+        return OPAL_ERR_NOT_AVAILABLE;
     }
     *prio = priority;
     return OPAL_SUCCESS;
@@ -121,13 +165,6 @@ static int opatch_query(int *prio)
 
 static int opatch_open(void)
 {
-    opened = true;
-    if (!opatch_glue_stay_loaded(&mca_memory_opatch_component.memoryc_version)) {
-        uninstall();
-        opal_output(0, "opal-patcher: memory opatch: hooks taken out again; no memory hooks in "
-                    "this process (support level 0)");
-        return OPAL_SUCCESS;
-    }
     /* Every patch succeeded (in the query): say exactly what is delivered. */
     const int ours = opatch_inner_hooks_support();
     const int level = (ours & OPATCH_INNER_FREE_SUPPORT ? OPAL_MEMORY_FREE_SUPPORT : 0) |
@@ -146,16 +183,9 @@ static int opatch_close(void)
 {
     if (installed) {
         opal_mem_hooks_set_support(0);
-        uninstall();
+        opatch_inner_hooks_uninstall();
+        opatch_inner_stop();
+        installed = false;
     }
-    opened = false;
     return OPAL_SUCCESS;
-}
-
-/* Queried (so installed) but not kept: Open MPI unloads us without a close. */
-__attribute__((destructor)) static void opatch_unloaded(void)
-{
-    if (installed && !opened) {
-        uninstall();
-    }
 }

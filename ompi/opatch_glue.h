@@ -45,10 +45,12 @@ int opatch_glue_check_runtime(const mca_base_component_t *component);
 void opatch_glue_check_path(const mca_base_component_t *component, bool report_stop);
 
 /*
- * Keep this component's code mapped to the end of the process, once its
- * hooks are live: Open MPI 4.1 may unload a component at finalize without
+ * Keep this component's code mapped to the end of the process, before its
+ * hooks go live: Open MPI 4.1 may unload a component at finalize without
  * closing its framework (memory), which would leave our jumps in front of
- * unmapped code.  Returns false, having said why, if it cannot.
+ * unmapped code, and a dlclose of it could not take them out either (it
+ * runs through our dlclose watcher).  Returns false, having said why, if
+ * it cannot.
  */
 bool opatch_glue_stay_loaded(const mca_base_component_t *component);
 

@@ -28,6 +28,9 @@ run() {
     echo "$out" | sed "s/^/$alloc $config: /" >>"$runs"
     [ $rc -eq 0 ] || fail "$alloc $config: the harness failed (exit $rc): $out"
     echo "$out" | grep -q "^selected $memory," || fail "$alloc $config: Open MPI did not select memory/$memory"
+    # The support level Open MPI sees is what ours delivers: free, munmap and chunk events.
+    [ $memory = patcher ] || echo "$out" | grep -q "^selected opatch, support 0x7$" ||
+        fail "$alloc $config: memory/opatch did not set support level 0x7"
 }
 
 for alloc in glibc jemalloc tcmalloc mimalloc; do
@@ -35,6 +38,14 @@ for alloc in glibc jemalloc tcmalloc mimalloc; do
         run $alloc $config
     done
 done
+# Ours installs only what Open MPI will keep: under tcmalloc, outranked by
+# memory/patcher, munmap is missed as the stock component alone misses it.
+out=$(env LD_PRELOAD="$tcmalloc" OMPI_MCA_memory_patcher_priority=95 \
+          OMPI_MCA_mca_base_component_path="$(path_with "$components")" \
+          "$tests/opal_hooks" "$tests/libunmapper.so" 2>&1)
+echo "$out" | grep -q "^selected patcher," && echo "$out" | grep -q "^case munmap MISSED" &&
+    echo "$out" | grep -q "^restored yes" ||
+    fail "memory/opatch outranked by memory/patcher (priority 95) left hooks behind or broke the run: $out"
 
 # verdict ALLOC CONFIG CASE: caught, MISSED, WRONG; or yes/NO for "restored".
 verdict() {
