@@ -1,7 +1,7 @@
 #!/bin/sh
 # ompi_info, with our directory on the component path the way the README
 # says, lists our memory component and its parameters (and the patcher
-# components); without it, it does not.
+# components); without it, it does not; from ~/.openmpi/components it does.
 . "$OPAL_TEST_SRCDIR/test/ompi/ompi_test_env.sh"
 [ -x "$OPAL_TEST_OMPI_INFO" ] || { echo "SKIP: no ompi_info (Debian package openmpi-bin)"; exit 77; }
 with=$(OMPI_MCA_mca_base_component_path=$(path_with "$components") "$OPAL_TEST_OMPI_INFO" --param memory all 2>&1)
@@ -16,4 +16,10 @@ for c in opatch_overwrite opatch_linux; do
     echo "$patchers" | grep -q "MCA patcher: $c " || fail "patcher/$c is not listed"
 done
 "$OPAL_TEST_OMPI_INFO" --param memory all 2>&1 | grep -q "opatch" && fail "memory/opatch is listed without our directory on the path"
+# The alternative without a parameter: ~/.openmpi/components, on Open MPI's default path.
+home=$tests/home
+rm -rf "$home" && mkdir -p "$home/.openmpi/components" && cp "$components"/mca_*.so "$home/.openmpi/components/" || exit 1
+HOME=$home "$OPAL_TEST_OMPI_INFO" --param memory all 2>&1 | grep -q "MCA memory: opatch" ||
+    fail "memory/opatch is not listed from ~/.openmpi/components"
+rm -rf "$home"
 exit $status
