@@ -28,7 +28,7 @@
 
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
 
-static atomic_bool release_blocker, stop_idler;
+static atomic_bool release_blocker, blocking, stop_idler;
 
 static void *idler(void *arg)
 {
@@ -46,6 +46,7 @@ static void *blocker(void *arg)
     sigemptyset(&set);
     sigaddset(&set, SIGRTMAX);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+    atomic_store(&blocking, true);
     while (!atomic_load(&release_blocker)) {
         usleep(1000);
     }
@@ -147,7 +148,10 @@ int main(void)
 
     /* A thread that blocks the move signal. */
     pthread_create(&t, NULL, blocker, NULL);
-    usleep(10000);
+    /* Not a sleep: on a loaded machine the thread may not have run yet. */
+    while (!atomic_load(&blocking)) {
+        usleep(1000);
+    }
     mod = overwrite_test_setup();
     CHECK_MSG(OPAL_SUCCESS != mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain),
               "a patch that needs every thread moved succeeded while one blocks SIGRTMAX");
