@@ -63,7 +63,8 @@
 #define MAX_THREADS 4
 
 typedef struct result_t {
-    double hit[MAX_THREADS + 1], miss, find, unmap_cov, unmap_unc, rel_cov, rel_unc, floor, bytes;
+    double hit[MAX_THREADS + 1], miss, find, unmap_cov, unmap_unc, munmap_cov, rel_cov, rel_reg,
+        rel_unc, floor, bytes;
     int valid;
 } result_t;
 
@@ -91,7 +92,7 @@ static const size_t ns[] = {100, 1000, 10000, 100000, 1000000};
 static const bench_driver_t *drv;
 static unsigned char *cached, *plain, *missing; /* N cached pages; pages none covers */
 static size_t ncached, nplain;
-static double cov[UNMAPS], unc[UNMAPS], raw[UNMAPS];
+static double cov[UNMAPS], unc[UNMAPS], raw[UNMAPS], both[UNMAPS];
 
 static long rss_bytes(void)
 {
@@ -216,16 +217,23 @@ static void unmap_samples(size_t at, size_t n)
     }
 }
 
-/* Samples [at, at + n) of the release event alone on a covered (then registered
- * again) / an uncovered page. */
+/*
+ * Samples [at, at + n) of the release event alone on a covered page, of that
+ * event and the next registration of the page together (UCX leaves its
+ * deregistration to that call: the fair whole), and of the event on an
+ * uncovered page.
+ */
 static void release_samples(size_t at, size_t n)
 {
     for (size_t i = at; i < at + n; i++) {
         unsigned char *p = bench_cached_page(cached, ncached, i * 23);
         double t0 = bench_now_ns();
         drv->release(p, bench_page);
-        cov[i] = bench_now_ns() - t0;
+        double t1 = bench_now_ns();
         drv->put(drv->get(p, bench_page));
+        double t2 = bench_now_ns();
+        cov[i] = t1 - t0;
+        both[i] = t2 - t0;
         p = bench_cached_page(plain, nplain, i * 29);
         t0 = bench_now_ns();
         drv->release(p, bench_page);
@@ -283,7 +291,8 @@ static void run_step(const command_t *c, result_t *r)
         unmap_samples(at, per);
         if (last) {
             double r0 = median(raw, UNMAPS);
-            r->unmap_cov = median(cov, UNMAPS) - r0;
+            r->munmap_cov = median(cov, UNMAPS);
+            r->unmap_cov = r->munmap_cov - r0;
             r->unmap_unc = median(unc, UNMAPS) - r0;
         }
         break;
@@ -291,6 +300,7 @@ static void run_step(const command_t *c, result_t *r)
         release_samples(at, per);
         if (last) {
             r->rel_cov = median(cov, UNMAPS);
+            r->rel_reg = median(both, UNMAPS);
             r->rel_unc = median(unc, UNMAPS);
         }
         break;
@@ -468,42 +478,54 @@ static void print_ratio(double a, double b)
     }
 }
 
+/* grdma's value, UCX's and their ratio. */
+static void print_pair(double ours, double ucx, const char *fmt)
+{
+    printf(fmt, ours);
+    printf(fmt, ucx);
+    print_ratio(ours, ucx);
+}
+
 static void print_table(const result_t *our_res, const result_t *ucx_res)
 {
-    printf("ns per operation (hit, miss, find: the best batch of %d; hit x2/x4: the best of %d "
-           "rounds); ratio = grdma / ucs_rcache (%s); unmap+ is the median added to munmap of a "
-           "covered (c) / uncovered (u) page; floor: one dependent cold load; sizeof "
-           "registration: grdma %zu",
-           BATCH, ROUNDS,
+    static const result_t none;
+    printf("ns per operation; ratio = grdma / ucs_rcache (%s); sizeof registration: grdma %zu",
            ucx_res[0].valid ? "UCX measured in the same run, rounds taking turns"
                             : "UCX not available",
            bench_grdma_driver.sizeof_reg);
 #ifdef BENCH_HAVE_UCX_HEADERS
     printf(", ucs_rcache %zu", bench_ucx_driver.sizeof_reg);
 #endif
-    printf("\n%8s %6s %6s %5s %6s %6s %5s %6s %7s %7s %7s %7s %7s %7s %5s %5s %5s %5s %5s %5s "
-           "%5s\n",
-           "N", "hit", "ucx", "ratio", "miss", "ucx", "ratio", "find", "hit x2", "hit x4",
-           "unmap+c", "ucx", "unmap+u", "ucx", "rel c", "ucx", "floor", "rel u", "ucx", "B/reg",
-           "ucx");
+    printf("\ncache (hit, miss, find: the best batch of %d; hit x2/x4: the best of %d rounds, "
+           "per thread; floor: one dependent cold load)\n",
+           BATCH, ROUNDS);
+    printf("%8s %6s %6s %5s %6s %6s %5s %6s %7s %7s %7s %7s %5s %5s %5s %5s\n", "N", "hit",
+           "ucx", "ratio", "miss", "ucx", "ratio", "find", "hit x2", "ucx", "hit x4", "ucx",
+           "ratio", "floor", "B/reg", "ucx");
     for (size_t k = 0; k < NN && our_res[k].valid; k++) {
-        const result_t *o = &our_res[k], z = {0}, *u = ucx_res[k].valid ? &ucx_res[k] : &z;
-        printf("%8zu %6.1f %6.1f", ns[k], o->hit[1], u->hit[1]);
-        print_ratio(o->hit[1], u->hit[1]);
-        printf(" %6.1f %6.1f", o->miss, u->miss);
-        print_ratio(o->miss, u->miss);
-        printf(" %6.1f %7.1f %7.1f %7.0f %7.0f %7.0f %7.0f %5.0f %5.0f %5.0f %5.0f %5.0f %5.0f "
-               "%5.0f\n",
-               o->find, o->hit[2], o->hit[4], o->unmap_cov, u->unmap_cov, o->unmap_unc,
-               u->unmap_unc, o->rel_cov, u->rel_cov, o->floor, o->rel_unc, u->rel_unc, o->bytes,
-               u->bytes);
+        const result_t *o = &our_res[k], *u = ucx_res[k].valid ? &ucx_res[k] : &none;
+        printf("%8zu", ns[k]);
+        print_pair(o->hit[1], u->hit[1], " %6.1f");
+        print_pair(o->miss, u->miss, " %6.1f");
+        printf(" %6.1f %7.1f %7.1f", o->find, o->hit[2], u->hit[2]);
+        print_pair(o->hit[4], u->hit[4], " %7.1f");
+        printf(" %5.0f %5.0f %5.0f\n", o->floor, o->bytes, u->bytes);
     }
-    if (ucx_res[0].valid) {
-        printf("ucs_rcache hit x2 / x4:");
-        for (size_t k = 0; k < NN && ucx_res[k].valid; k++) {
-            printf("  N=%zu %.1f / %.1f", ns[k], ucx_res[k].hit[2], ucx_res[k].hit[4]);
-        }
-        printf("\n");
+    printf("release events (medians of %d samples: rel c/u the event on a covered/uncovered page, "
+           "rel c+reg the event and the next registration of the page, munmap c the whole munmap "
+           "of a covered page, unmap+c/u what the hooks add to munmap)\n",
+           UNMAPS);
+    printf("%8s %6s %6s %5s %9s %6s %5s %8s %6s %5s %5s %5s %7s %7s %7s %7s\n", "N", "rel c", "ucx",
+           "ratio", "rel c+reg", "ucx", "ratio", "munmap c", "ucx", "ratio", "rel u", "ucx",
+           "unmap+c", "ucx", "unmap+u", "ucx");
+    for (size_t k = 0; k < NN && our_res[k].valid; k++) {
+        const result_t *o = &our_res[k], *u = ucx_res[k].valid ? &ucx_res[k] : &none;
+        printf("%8zu", ns[k]);
+        print_pair(o->rel_cov, u->rel_cov, " %6.0f");
+        print_pair(o->rel_reg, u->rel_reg, " %9.0f");
+        print_pair(o->munmap_cov, u->munmap_cov, " %8.0f");
+        printf(" %5.0f %5.0f %7.0f %7.0f %7.0f %7.0f\n", o->rel_unc, u->rel_unc, o->unmap_cov,
+               u->unmap_cov, o->unmap_unc, u->unmap_unc);
     }
 }
 
