@@ -7,6 +7,7 @@
  */
 #include "opal_config.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,15 @@ static void test_invalidation(void)
     CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 16 * page, page, &b));
     CHECK(before + 1 == dev.deregistered);
 
+    /* Not from the allocator either: invalid at once, deregistered at the next call. */
+    m->rcache_register(m, arena + 24 * page, page, 0, 0, &a);
+    m->rcache_deregister(m, a);
+    before = dev.deregistered;
+    m->rcache_release(m, arena + 24 * page, page, false);
+    CHECK(before == dev.deregistered && (a->flags & MCA_RCACHE_FLAGS_INVALID));
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 24 * page, page, &b));
+    CHECK(before + 1 == dev.deregistered);
+
     /* A release that misses every registration changes nothing. */
     m->rcache_register(m, arena + 20 * page, page, 0, 0, &a);
     m->rcache_deregister(m, a);
@@ -127,13 +137,26 @@ static void test_invalidation(void)
     CHECK(OPAL_SUCCESS == m->rcache_find(m, arena + 20 * page, page, &b) && a == b);
     m->rcache_deregister(m, b);
 
-    /* Deferred work stays bounded: a million releases, nothing grows. */
-    for (int i = 0; i < 1000000; i++) {
-        m->rcache_release(m, arena + (i % 64) * page, page, true);
+    /*
+     * Deferred work stays bounded: a million releases (from the allocator
+     * and not) without a call in between allocate nothing, and the next call
+     * deregisters what they invalidated.
+     */
+    long cached = dev.registered - dev.deregistered;
+    for (int i = 0; i < 64; i++) {
+        m->rcache_register(m, arena + (64 + i) * page, page, 0, 0, &a);
+        m->rcache_deregister(m, a);
     }
-    m->rcache_register(m, arena + 30 * page, page, 0, 0, &a);
-    m->rcache_deregister(m, a);
-    CHECK(dev.registered == dev.deregistered + 1);
+    struct mallinfo2 heap0 = mallinfo2();
+    for (int i = 0; i < 1000000; i++) {
+        m->rcache_release(m, arena + (64 + i % 128) * page, page, i & 1);
+    }
+    struct mallinfo2 heap1 = mallinfo2();
+    CHECK_MSG(heap0.uordblks == heap1.uordblks && heap0.hblkhd == heap1.hblkhd,
+              "a million release events took %zd bytes of heap",
+              (ssize_t) (heap1.uordblks + heap1.hblkhd - heap0.uordblks - heap0.hblkhd));
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 64 * page, page, &b));
+    CHECK(dev.registered - dev.deregistered == cached);
     mock_destroy_and_check(m, &dev, "invalidation");
 }
 

@@ -23,8 +23,9 @@
  * Where a registration is (changed under the module lock):
  *   valid      INDEXED and, unless PERSIST, EVICTABLE (the CLOCK may take it)
  *   invalid    out of the index; while in use on the in_use list; once
- *              unused, deregistered at once or, when the release came from
- *              inside the allocator, pushed on the deferred stack
+ *              unused, deregistered: at once when a call into the module
+ *              invalidated it, at the next call when a release event did
+ *              (pushed on the deferred stack)
  *   bypass     never indexed; on the in_use list until released
  * The lock is never held across register_mem, deregister_mem, malloc or
  * free, so a release hook that fires inside the allocator may take it
@@ -64,7 +65,7 @@ typedef struct mca_rcache_grdma_module_t {
     bool verify_frames;            /* rcache_base_verify_frames when created */
     /*
      * Lock-free stack of registrations to deregister at the next call:
-     * pushed by release hooks with from_alloc, taken whole (exchange) by the
+     * pushed by release events, taken whole (exchange) by the
      * drain, so there is no ABA.
      */
     mca_rcache_base_registration_t *deferred;

@@ -218,26 +218,25 @@ static void invalidate_locked(grdma_t *m, reg_t *reg, reg_t **release)
 }
 
 /*
- * Deregister (lock NOT held) and keep the memory for reuse.  The parent's
- * pins are not ours after fork.
+ * Deregister a chain (lock NOT held) and keep the memory for reuse, pushed
+ * on the spare stack at once.  The parent's pins are not ours after fork.
  */
-static void release_reg(grdma_t *m, reg_t *reg)
-{
-    if (reg->reg_fork_gen == __atomic_load_n(&mca_rcache_base_fork_gen, __ATOMIC_ACQUIRE)) {
-        m->resources.deregister_mem(m->resources.reg_data, reg);
-    }
-    mca_rcache_base_frames_release(reg);
-    state_store(reg, 0, 0);
-    stack_push(&m->spare, reg, reg);
-}
-
 static void release_chain(grdma_t *m, reg_t *chain)
 {
-    while (chain) {
-        reg_t *next = chain->reg_deferred_next;
-        release_reg(m, chain);
-        chain = next;
+    if (NULL == chain) {
+        return;
     }
+    const uint32_t gen = __atomic_load_n(&mca_rcache_base_fork_gen, __ATOMIC_ACQUIRE);
+    reg_t *last = chain;
+    for (reg_t *reg = chain; reg; reg = reg->reg_deferred_next) {
+        if (reg->reg_fork_gen == gen) {
+            m->resources.deregister_mem(m->resources.reg_data, reg);
+        }
+        mca_rcache_base_frames_release(reg);
+        state_store(reg, 0, 0);
+        last = reg;
+    }
+    stack_push(&m->spare, chain, last);
 }
 
 /* Lock-free push of a whole chain; the drain takes the stack with one exchange. */
@@ -697,8 +696,12 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
 
 /*
  * The release hook: runs before the pages go, possibly inside the
- * allocator.  Invalidation is immediate; deregistration is deferred when
- * from_alloc (deregister_mem and free may need the allocator's lock).
+ * allocator.  Invalidation is immediate; deregistration is left to the
+ * next call into this module (or its destruction), always: deregister_mem
+ * and free may need the allocator's lock when from_alloc, and otherwise
+ * the event stays short (UCX defers the same way).  What waits is the
+ * registrations themselves, chained on the deferred stack: however many
+ * events come without a call, nothing is allocated and nothing grows.
  * Pages that no registration touches cost a few lock-free probes.
  */
 static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t size,
@@ -707,6 +710,7 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
     grdma_t *m = (grdma_t *) rcache;
     reg_t *release = NULL;
     uintptr_t low = (uintptr_t) addr, high = low + size - 1;
+    (void) from_alloc;
     /*
      * A registration inserted concurrently with the release of its own
      * pages is the caller's race, not ours to catch.
@@ -719,11 +723,7 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
     pthread_mutex_lock(&m->lock);
     invalidate_overlapping_locked(m, low, high, &release);
     pthread_mutex_unlock(&m->lock);
-    if (from_alloc) {
-        deferred_push(m, release);
-    } else {
-        release_chain(m, release);
-    }
+    deferred_push(m, release);
 }
 
 static void grdma_atfork(mca_rcache_base_module_t *rcache, mca_rcache_base_atfork_phase_t phase)
