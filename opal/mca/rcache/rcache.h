@@ -53,11 +53,14 @@ typedef struct mca_rcache_base_registration_t {
         uint64_t reg_state;
     };
     int32_t access_flags;
-    /* Internal to the rcache: */
+    /*
+     * Internal to the rcache.  The first cache line holds all that a hit
+     * and a release event read: the fields above and the index node.
+     */
     uint32_t reg_fork_gen;                /* process generation that made the pins */
     mca_rcache_base_pgindex_node_t reg_index; /* in the module's page index while valid */
     opal_list_item_t reg_list;            /* on the in-use list when not indexed */
-    struct mca_rcache_base_registration_t *reg_deferred_next; /* deregistration, spare list */
+    struct mca_rcache_base_registration_t *reg_collect_next; /* invalidations being collected */
     uint64_t *reg_frames;                 /* page frames recorded by the sanitizer, or NULL */
 } mca_rcache_base_registration_t;
 

@@ -11,6 +11,7 @@
 #include "opal_config.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +25,30 @@
 
 typedef mca_rcache_base_pgindex_node_t node_t;
 
-static node_t nodes[N];
+/* The index reads a node's range from our copy beside it (page numbers: shift 0). */
+typedef struct item_t {
+    unsigned char *first, *last;
+    node_t node;
+} item_t;
+
+static item_t items[N];
 static bool present[N];
-static uintptr_t lo_of[N], hi_of[N];
 static mca_rcache_base_pgindex_t idx;
+#define RANGE_AT ((ptrdiff_t) offsetof(item_t, first) - (ptrdiff_t) offsetof(item_t, node))
+#define lo_of(i) ((uintptr_t) items[i].first)
+#define hi_of(i) ((uintptr_t) items[i].last)
+#define node_of(i) (&items[i].node)
+
+static void set_range(size_t i, uintptr_t lo, uintptr_t hi)
+{
+    items[i].first = (unsigned char *) lo;
+    items[i].last = (unsigned char *) hi;
+}
+
+static size_t index_of(const node_t *n)
+{
+    return (size_t) ((const item_t *) ((const char *) n - offsetof(item_t, node)) - items);
+}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next_rand(void)
@@ -66,7 +87,7 @@ struct seen {
 static int mark(node_t *n, void *ctx)
 {
     struct seen *s = ctx;
-    s->hits[n - nodes]++;
+    s->hits[index_of(n)]++;
     s->count++;
     return 0;
 }
@@ -89,12 +110,12 @@ static void check_queries(uintptr_t first, uintptr_t last)
     mca_rcache_base_pgindex_overlapping(&idx, first, last, mark, &s);
     bool any = false;
     for (size_t i = 0; i < N; i++) {
-        bool overlaps = present[i] && lo_of[i] <= last && hi_of[i] >= first;
+        bool overlaps = present[i] && lo_of(i) <= last && hi_of(i) >= first;
         any = any || overlaps;
         CHECK_MSG(s.hits[i] == (overlaps ? 1u : 0u),
                   "overlapping [%#lx, %#lx]: range %zu [%#lx, %#lx] present %d visited %u times",
-                  (unsigned long) first, (unsigned long) last, i, (unsigned long) lo_of[i],
-                  (unsigned long) hi_of[i], present[i], s.hits[i]);
+                  (unsigned long) first, (unsigned long) last, i, (unsigned long) lo_of(i),
+                  (unsigned long) hi_of(i), present[i], s.hits[i]);
     }
     bool maybe = mca_rcache_base_pgindex_might_overlap(&idx, first, last);
     CHECK_MSG(maybe || !any, "might_overlap [%#lx, %#lx] missed a range", (unsigned long) first,
@@ -107,7 +128,7 @@ static void check_queries(uintptr_t first, uintptr_t last)
     memset(&s, 0, sizeof(s));
     mca_rcache_base_pgindex_covering(&idx, first, last, mark, &s);
     for (size_t i = 0; i < N; i++) {
-        bool covers = present[i] && lo_of[i] <= first && hi_of[i] >= last;
+        bool covers = present[i] && lo_of(i) <= first && hi_of(i) >= last;
         CHECK_MSG(!covers || 1 == s.hits[i], "covering [%#lx, %#lx] missed range %zu",
                   (unsigned long) first, (unsigned long) last, i);
         CHECK_MSG(s.hits[i] <= 1 && (!s.hits[i] || present[i]),
@@ -117,26 +138,24 @@ static void check_queries(uintptr_t first, uintptr_t last)
 
 static void oracle_test(void)
 {
-    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx));
+    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
     size_t count = 0;
     for (int step = 0; step < STEPS; step++) {
         size_t i = next_rand() % N;
         if (present[i]) {
-            mca_rcache_base_pgindex_remove(&idx, &nodes[i]);
+            mca_rcache_base_pgindex_remove(&idx, node_of(i));
             present[i] = false;
             count--;
         } else {
             /* Sometimes an exact copy of another range: equal ranges coexist. */
             size_t j = next_rand() % N;
             if (present[j] && 0 == next_rand() % 10) {
-                lo_of[i] = lo_of[j];
-                hi_of[i] = hi_of[j];
+                set_range(i, lo_of(j), hi_of(j));
             } else {
-                lo_of[i] = random_page();
-                uintptr_t span = random_span();
-                hi_of[i] = lo_of[i] + span - 1 < lo_of[i] ? UINTPTR_MAX : lo_of[i] + span - 1;
+                uintptr_t lo = random_page(), span = random_span();
+                set_range(i, lo, lo + span - 1 < lo ? UINTPTR_MAX : lo + span - 1);
             }
-            mca_rcache_base_pgindex_insert(&idx, &nodes[i], lo_of[i], hi_of[i]);
+            mca_rcache_base_pgindex_insert(&idx, node_of(i), lo_of(i), hi_of(i));
             present[i] = true;
             count++;
             grow_if_wanted();
@@ -156,7 +175,7 @@ static void oracle_test(void)
     }
     for (size_t i = 0; i < N; i++) {
         if (present[i]) {
-            mca_rcache_base_pgindex_remove(&idx, &nodes[i]);
+            mca_rcache_base_pgindex_remove(&idx, node_of(i));
             present[i] = false;
         }
     }
@@ -182,7 +201,7 @@ static void *reader(void *arg)
     while (!stop) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         size_t i = x % STABLE;
-        uintptr_t p = lo_of[i] + (x >> 32) % (hi_of[i] - lo_of[i] + 1);
+        uintptr_t p = lo_of(i) + (x >> 32) % (hi_of(i) - lo_of(i) + 1);
         if (!mca_rcache_base_pgindex_might_overlap(&idx, p, p)) {
             __atomic_add_fetch(&misses, 1, __ATOMIC_RELAXED);
         }
@@ -193,13 +212,13 @@ static void *reader(void *arg)
 static void concurrent_test(void)
 {
     memset(present, 0, sizeof(present));
-    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx));
+    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
     for (size_t i = 0; i < N; i++) {
-        lo_of[i] = 0x7f0000000ull + next_rand() % 4000;
-        hi_of[i] = lo_of[i] + random_span() % 16;
+        uintptr_t lo = 0x7f0000000ull + next_rand() % 4000;
+        set_range(i, lo, lo + random_span() % 16);
     }
     for (size_t i = 0; i < STABLE; i++) {
-        mca_rcache_base_pgindex_insert(&idx, &nodes[i], lo_of[i], hi_of[i]);
+        mca_rcache_base_pgindex_insert(&idx, node_of(i), lo_of(i), hi_of(i));
         present[i] = true;
     }
     pthread_t th[READERS];
@@ -215,9 +234,9 @@ static void concurrent_test(void)
             t = mca_rcache_base_pgindex_rehash(&idx, t);
         }
         if (present[i]) {
-            mca_rcache_base_pgindex_remove(&idx, &nodes[i]);
+            mca_rcache_base_pgindex_remove(&idx, node_of(i));
         } else {
-            mca_rcache_base_pgindex_insert(&idx, &nodes[i], lo_of[i], hi_of[i]);
+            mca_rcache_base_pgindex_insert(&idx, node_of(i), lo_of(i), hi_of(i));
         }
         present[i] = !present[i];
         pthread_mutex_unlock(&writer_lock);

@@ -53,10 +53,10 @@ static inline uint32_t *chunk_counter(pgindex_t *idx, uintptr_t chunk)
 }
 
 /* Count a small range in (add 1) or out (add -1) of its chunks (writer side). */
-static void count_chunks(pgindex_t *idx, const node_t *node, uint32_t add)
+static void count_chunks(pgindex_t *idx, uintptr_t first, uintptr_t last, uint32_t add)
 {
-    if (class_of(node->first, node->last) <= CHUNK_SHIFT) {
-        for (uintptr_t c = node->first >> CHUNK_SHIFT; c <= node->last >> CHUNK_SHIFT; c++) {
+    if (class_of(first, last) <= CHUNK_SHIFT) {
+        for (uintptr_t c = first >> CHUNK_SHIFT; c <= last >> CHUNK_SHIFT; c++) {
             uint32_t *counter = chunk_counter(idx, c);
             STORE(counter, *counter + add);
         }
@@ -83,9 +83,11 @@ mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(size_t bucket
     return t;
 }
 
-int mca_rcache_base_pgindex_init(pgindex_t *idx)
+int mca_rcache_base_pgindex_init(pgindex_t *idx, ptrdiff_t range_at, unsigned page_shift)
 {
     idx->table = mca_rcache_base_pgindex_table_new(MIN_BUCKETS);
+    idx->range_at = range_at;
+    idx->page_shift = page_shift;
     idx->count = 0;
     idx->active = 0;
     idx->seq = 0;
@@ -119,12 +121,10 @@ void mca_rcache_base_pgindex_insert(pgindex_t *idx, node_t *node, uintptr_t firs
     node_t **head = bucket_of(idx->table, key);
     write_begin(idx);
     STORE(&node->key, key);
-    STORE(&node->first, first);
-    STORE(&node->last, last);
     STORE(&node->hash_next, *head);
     __atomic_store_n(head, node, __ATOMIC_RELEASE);
     idx->class_count[s]++;
-    count_chunks(idx, node, 1);
+    count_chunks(idx, first, last, 1);
     STORE(&idx->active, idx->active | (1ull << s));
     STORE(&idx->count, idx->count + 1);
     write_end(idx);
@@ -137,10 +137,12 @@ void mca_rcache_base_pgindex_remove(pgindex_t *idx, node_t *node)
     while (*pp != node) {
         pp = &(*pp)->hash_next;
     }
+    uintptr_t first, last;
+    mca_rcache_base_pgindex_range(idx, node, &first, &last);
     write_begin(idx);
     /* node->hash_next stays: a reader standing on node still reaches the rest. */
     STORE(pp, node->hash_next);
-    count_chunks(idx, node, (uint32_t) -1);
+    count_chunks(idx, first, last, (uint32_t) -1);
     if (0 == --idx->class_count[s]) {
         STORE(&idx->active, idx->active & ~(1ull << s));
     }
@@ -176,11 +178,12 @@ mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_rehash(pgindex_t *idx, 
     return NULL;
 }
 
-static inline int probe(const table_t *t, unsigned s, uintptr_t block, uintptr_t first,
-                        uintptr_t last, visit_fn_t fn, void *ctx, size_t limit, bool *gave_up)
+static inline int probe(const pgindex_t *idx, const table_t *t, unsigned s, uintptr_t block,
+                        uintptr_t first, uintptr_t last, visit_fn_t fn, void *ctx, size_t limit,
+                        bool *gave_up)
 {
-    return mca_rcache_base_pgindex_probe(t, key_of(s, block), first, last, false, fn, ctx, limit,
-                                         gave_up);
+    return mca_rcache_base_pgindex_probe(idx, t, key_of(s, block), first, last, false, fn, ctx,
+                                         limit, gave_up);
 }
 
 int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr_t last,
@@ -196,7 +199,7 @@ int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr
             continue;
         }
         for (uintptr_t b = lo; b - lo <= hi - lo; b++) {
-            int rc = probe(idx->table, s, b, first, last, fn, ctx, SIZE_MAX, &unused);
+            int rc = probe(idx, idx->table, s, b, first, last, fn, ctx, SIZE_MAX, &unused);
             if (rc) {
                 return rc;
             }
@@ -204,7 +207,12 @@ int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr
     }
     for (size_t b = 0; scan && b < ((size_t) 1 << idx->table->bits); b++) {
         for (node_t *n = idx->table->bucket[b]; n; n = n->hash_next) {
-            if ((scan >> (n->key & 63) & 1) && n->first <= last && n->last >= first) {
+            uintptr_t lo, hi;
+            if (!(scan >> (n->key & 63) & 1)) {
+                continue;
+            }
+            mca_rcache_base_pgindex_range(idx, n, &lo, &hi);
+            if (lo <= last && hi >= first) {
                 int rc = fn(n, ctx);
                 if (rc) {
                     return rc;
@@ -247,7 +255,7 @@ bool mca_rcache_base_pgindex_might_overlap(pgindex_t *idx, uintptr_t first, uint
             return true;
         }
         for (uintptr_t b = lo; !found && !gave_up && b - lo <= hi - lo; b++) {
-            found = probe(t, s, b, first, last, found_cb, NULL, WALK_LIMIT, &gave_up);
+            found = probe(idx, t, s, b, first, last, found_cb, NULL, WALK_LIMIT, &gave_up);
         }
     }
     /* What was read is a snapshot only if no writer started meanwhile. */

@@ -39,11 +39,18 @@
 #define MCA_RCACHE_BASE_PGINDEX_CHUNK_SHIFT 9
 #define MCA_RCACHE_BASE_PGINDEX_CHUNKS 8192
 
-/* What a probe reads first (hash_next, key) comes first: embed it next to your hot fields. */
+/*
+ * A node is what a probe reads: the chain link and the key.  The range
+ * itself is the caller's own copy (it has one anyway): two pointers, the
+ * first and the last byte, at range_at bytes from the node (see init), so
+ * a caller that embeds the node next to its range and its hot fields has
+ * a probe touch one cache line per candidate.  The caller keeps that copy
+ * as it was at insert until the node is removed.  Once removed, hash_next
+ * is the caller's to link its own lists with (see remove).
+ */
 typedef struct mca_rcache_base_pgindex_node_t {
     struct mca_rcache_base_pgindex_node_t *hash_next;
-    uintptr_t key;               /* block << 6 | class */
-    uintptr_t first, last;       /* page numbers, inclusive (below 2^57) */
+    uintptr_t key; /* block << 6 | class */
 } mca_rcache_base_pgindex_node_t;
 
 typedef struct mca_rcache_base_pgindex_table_t {
@@ -54,6 +61,8 @@ typedef struct mca_rcache_base_pgindex_table_t {
 
 typedef struct mca_rcache_base_pgindex_t {
     mca_rcache_base_pgindex_table_t *table;
+    ptrdiff_t range_at;  /* from a node to its range: unsigned char *first_byte, *last_byte */
+    unsigned page_shift; /* page number = byte address >> page_shift */
     size_t count;
     uint64_t active; /* bit s: class s holds a range */
     uint32_t seq;    /* odd while a writer changes the index */
@@ -64,14 +73,28 @@ typedef struct mca_rcache_base_pgindex_t {
 /* Visitor: 0 to go on, anything else stops the walk and is returned. */
 typedef int (*mca_rcache_base_pgindex_visit_fn_t)(mca_rcache_base_pgindex_node_t *node, void *ctx);
 
-/* OPAL_ERR_OUT_OF_RESOURCE if the first table cannot be allocated. */
-int mca_rcache_base_pgindex_init(mca_rcache_base_pgindex_t *idx);
+/*
+ * range_at: where each node's range is, relative to the node (may be
+ * negative); page_shift: log2 of the page size those byte addresses are
+ * counted in (0: they are page numbers already).
+ * OPAL_ERR_OUT_OF_RESOURCE if the first table cannot be allocated.
+ */
+int mca_rcache_base_pgindex_init(mca_rcache_base_pgindex_t *idx, ptrdiff_t range_at,
+                                 unsigned page_shift);
 /* Frees the tables (current and retired); the nodes are the caller's. */
 void mca_rcache_base_pgindex_fini(mca_rcache_base_pgindex_t *idx);
 
 void mca_rcache_base_pgindex_insert(mca_rcache_base_pgindex_t *idx,
                                     mca_rcache_base_pgindex_node_t *node, uintptr_t first,
                                     uintptr_t last);
+/*
+ * The node's hash_next stays as it was, so that a lock-free reader standing
+ * on it still reaches the rest of its chain.  Afterwards the caller may
+ * link the node through hash_next into lists of its own: a reader that
+ * could still stand on it started before the removal, which might_overlap
+ * and visit_lockfree notice by the sequence count, and covering's visitor
+ * validates what it finds anyway.
+ */
 void mca_rcache_base_pgindex_remove(mca_rcache_base_pgindex_t *idx,
                                     mca_rcache_base_pgindex_node_t *node);
 
@@ -108,6 +131,16 @@ static inline uintptr_t mca_rcache_base_pgindex_key(unsigned s, uintptr_t block)
     return block << 6 | s;
 }
 
+/* The node's range in pages, from the caller's copy. */
+static inline void mca_rcache_base_pgindex_range(const mca_rcache_base_pgindex_t *idx,
+                                                 const mca_rcache_base_pgindex_node_t *node,
+                                                 uintptr_t *first, uintptr_t *last)
+{
+    unsigned char *const *range = (unsigned char *const *) ((const char *) node + idx->range_at);
+    *first = (uintptr_t) __atomic_load_n(&range[0], __ATOMIC_RELAXED) >> idx->page_shift;
+    *last = (uintptr_t) __atomic_load_n(&range[1], __ATOMIC_RELAXED) >> idx->page_shift;
+}
+
 /* Fibonacci hashing: consecutive blocks spread over the table. */
 static inline mca_rcache_base_pgindex_node_t *const *
 mca_rcache_base_pgindex_bucket(const mca_rcache_base_pgindex_table_t *t, uintptr_t key)
@@ -122,7 +155,8 @@ mca_rcache_base_pgindex_bucket(const mca_rcache_base_pgindex_table_t *t, uintptr
  * inlined too.
  */
 static inline __attribute__((always_inline)) int
-mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_table_t *t, uintptr_t key,
+mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
+                              const mca_rcache_base_pgindex_table_t *t, uintptr_t key,
                               uintptr_t first, uintptr_t last, bool key_only,
                               mca_rcache_base_pgindex_visit_fn_t fn, void *ctx, size_t limit,
                               bool *gave_up)
@@ -137,8 +171,11 @@ mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_table_t *t, uintptr_
         if (__atomic_load_n(&n->key, __ATOMIC_RELAXED) != key) {
             continue; /* another key in the same bucket */
         }
-        if (key_only || (__atomic_load_n(&n->first, __ATOMIC_RELAXED) <= last
-                         && __atomic_load_n(&n->last, __ATOMIC_RELAXED) >= first)) {
+        uintptr_t lo, hi;
+        if (!key_only) {
+            mca_rcache_base_pgindex_range(idx, n, &lo, &hi);
+        }
+        if (key_only || (lo <= last && hi >= first)) {
             int rc = fn(n, ctx);
             if (rc) {
                 return rc;
@@ -168,13 +205,13 @@ mca_rcache_base_pgindex_covering(mca_rcache_base_pgindex_t *idx, uintptr_t first
     for (; act; act &= act - 1) {
         unsigned s = (unsigned) __builtin_ctzll(act);
         uintptr_t b = first >> s;
-        int rc = mca_rcache_base_pgindex_probe(t, mca_rcache_base_pgindex_key(s, b), first, last,
-                                               true, fn, ctx, MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT,
-                                               &gave_up);
+        int rc = mca_rcache_base_pgindex_probe(idx, t, mca_rcache_base_pgindex_key(s, b), first,
+                                               last, true, fn, ctx,
+                                               MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT, &gave_up);
         /* Ranges of class s > 0 reach into the next block. */
         if (0 == rc && s && b) {
-            rc = mca_rcache_base_pgindex_probe(t, mca_rcache_base_pgindex_key(s, b - 1), first,
-                                               last, true, fn, ctx,
+            rc = mca_rcache_base_pgindex_probe(idx, t, mca_rcache_base_pgindex_key(s, b - 1),
+                                               first, last, true, fn, ctx,
                                                MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT, &gave_up);
         }
         if (rc) {

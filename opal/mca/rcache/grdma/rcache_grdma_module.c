@@ -5,8 +5,8 @@
  * allocate or call into the device (register_mem, deregister_mem, malloc,
  * free, printing) happens with the lock dropped.  Under the lock,
  * registrations are only linked and unlinked; the ones to deregister are
- * chained through reg_deferred_next and handled after unlocking (or, inside
- * the allocator, pushed on the deferred stack).
+ * chained (see link_set) and handled after unlocking, or pushed on the
+ * deferred stack by release events.
  */
 #include "opal_config.h"
 
@@ -121,9 +121,27 @@ static inline reg_t *slab_reg(const grdma_t *m, void *slab, unsigned i)
     return (reg_t *) ((char *) slab + CACHE_LINE + i * reg_stride(m));
 }
 
+/*
+ * A registration out of the index (or never in it) is linked into the
+ * module's lists (release chains, the deferred and the spare stacks)
+ * through its index link: that is on the line that a release event reads
+ * anyway.  A lock-free reader still standing on it may follow the link
+ * into such a list; rcache_base_pgindex.h (remove) says why that is safe.
+ */
+static inline reg_t *link_next(const reg_t *reg)
+{
+    node_t *n = __atomic_load_n(&reg->reg_index.hash_next, __ATOMIC_RELAXED);
+    return n ? REG_OF_NODE(n) : NULL;
+}
+
+static inline void link_set(reg_t *reg, reg_t *next)
+{
+    __atomic_store_n(&reg->reg_index.hash_next, next ? &next->reg_index : NULL, __ATOMIC_RELAXED);
+}
+
 static inline void chain_push(reg_t **chain, reg_t *reg)
 {
-    reg->reg_deferred_next = *chain;
+    link_set(reg, *chain);
     *chain = reg;
 }
 
@@ -132,7 +150,7 @@ static void stack_push(reg_t **stack, reg_t *first, reg_t *last)
 {
     reg_t *head = __atomic_load_n(stack, __ATOMIC_RELAXED);
     do {
-        last->reg_deferred_next = head;
+        link_set(last, head);
     } while (!__atomic_compare_exchange_n(stack, &head, first, true, __ATOMIC_RELEASE,
                                           __ATOMIC_RELAXED));
 }
@@ -141,7 +159,7 @@ static void stack_push(reg_t **stack, reg_t *first, reg_t *last)
 static reg_t *spare_pop_locked(grdma_t *m)
 {
     reg_t *head = __atomic_load_n(&m->spare, __ATOMIC_ACQUIRE);
-    while (head && !__atomic_compare_exchange_n(&m->spare, &head, head->reg_deferred_next, true,
+    while (head && !__atomic_compare_exchange_n(&m->spare, &head, link_next(head), true,
                                                 __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
     }
     return head;
@@ -228,7 +246,7 @@ static void release_chain(grdma_t *m, reg_t *chain)
     }
     const uint32_t gen = __atomic_load_n(&mca_rcache_base_fork_gen, __ATOMIC_ACQUIRE);
     reg_t *last = chain;
-    for (reg_t *reg = chain; reg; reg = reg->reg_deferred_next) {
+    for (reg_t *reg = chain; reg; reg = link_next(reg)) {
         if (reg->reg_fork_gen == gen) {
             m->resources.deregister_mem(m->resources.reg_data, reg);
         }
@@ -246,15 +264,18 @@ static void deferred_push(grdma_t *m, reg_t *chain)
         return;
     }
     reg_t *last = chain;
-    while (last->reg_deferred_next) {
-        last = last->reg_deferred_next;
+    while (link_next(last)) {
+        last = link_next(last);
     }
     stack_push(&m->deferred, chain, last);
 }
 
+/* Still indexed: collected through reg_collect_next, not the index link. */
 static int collect_cb(node_t *node, void *ctx)
 {
-    chain_push((reg_t **) ctx, REG_OF_NODE(node));
+    reg_t **hits = ctx, *reg = REG_OF_NODE(node);
+    reg->reg_collect_next = *hits;
+    *hits = reg;
     return 0;
 }
 
@@ -267,7 +288,7 @@ static void invalidate_overlapping_locked(grdma_t *m, uintptr_t low, uintptr_t h
     mca_rcache_base_pgindex_overlapping(&m->index, low >> page_shift, high >> page_shift,
                                         collect_cb, &hits);
     while (hits) {
-        reg_t *next = hits->reg_deferred_next;
+        reg_t *next = hits->reg_collect_next;
         invalidate_locked(m, hits, release);
         hits = next;
     }
@@ -526,8 +547,8 @@ static bool slab_alloc(grdma_t *m)
     __atomic_add_fetch(&m->nslabs, 1, __ATOMIC_RELEASE);
     reg_t *first = slab_reg(m, slab, 0), *last = first;
     for (unsigned i = 1; i < SLAB_REGS; i++) {
-        last->reg_deferred_next = slab_reg(m, slab, i);
-        last = last->reg_deferred_next;
+        link_set(last, slab_reg(m, slab, i));
+        last = link_next(last);
     }
     stack_push(&m->spare, first, last);
     return true;
@@ -553,7 +574,6 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
     reg->alloc_base = addr;
     reg->access_flags = access_flags;
     reg->reg_fork_gen = m->fork_gen;
-    reg->reg_deferred_next = NULL;
     reg->reg_frames = NULL;
     state_store(reg, 1,
                 (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST))
@@ -768,13 +788,15 @@ static void grdma_finalize(mca_rcache_base_module_t *rcache)
 mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     void *user_data, const mca_rcache_base_resources_t *resources, bool leave_pinned)
 {
+    page_size = (uintptr_t) sysconf(_SC_PAGESIZE);
+    page_shift = (unsigned) __builtin_ctzl(page_size);
     grdma_t *m = calloc(1, sizeof(*m));
-    if (NULL == m || OPAL_SUCCESS != mca_rcache_base_pgindex_init(&m->index)) {
+    /* The index reads each range from the registration: base and bound (last byte). */
+    const ptrdiff_t range_at = (ptrdiff_t) offsetof(reg_t, base) - (ptrdiff_t) offsetof(reg_t, reg_index);
+    if (NULL == m || OPAL_SUCCESS != mca_rcache_base_pgindex_init(&m->index, range_at, page_shift)) {
         free(m);
         return NULL;
     }
-    page_size = (uintptr_t) sysconf(_SC_PAGESIZE);
-    page_shift = (unsigned) __builtin_ctzl(page_size);
     m->super.rcache_register = grdma_register;
     m->super.rcache_find = grdma_find;
     m->super.rcache_deregister = grdma_deregister;
