@@ -141,11 +141,23 @@ static inline void mca_rcache_base_pgindex_range(const mca_rcache_base_pgindex_t
     *last = (uintptr_t) __atomic_load_n(&range[1], __ATOMIC_RELAXED) >> idx->page_shift;
 }
 
-/* Fibonacci hashing: consecutive blocks spread over the table. */
+/*
+ * Eight consecutive blocks of a class share one cache line of buckets (a
+ * program registers neighbouring pages one after the other: they then meet
+ * a line already in the cache).  The groups of eight are spread over the
+ * table by Fibonacci hashing of the group's number with the class rotated
+ * into its top bits, and a group's first block starts at a slot of the
+ * line that the hash picks too, so that blocks eight apart do not all
+ * crowd into slot 0.  Tables have at least 2^3 buckets.
+ */
+#define MCA_RCACHE_BASE_PGINDEX_LINE_SHIFT 3
 static inline mca_rcache_base_pgindex_node_t *const *
 mca_rcache_base_pgindex_bucket(const mca_rcache_base_pgindex_table_t *t, uintptr_t key)
 {
-    return &t->bucket[(uint64_t) key * 0x9e3779b97f4a7c15ull >> (64 - t->bits)];
+    const unsigned line = MCA_RCACHE_BASE_PGINDEX_LINE_SHIFT;
+    const uint64_t slots = ((uint64_t) 1 << line) - 1;
+    uint64_t h = ((uint64_t) (key >> (6 + line)) ^ (uint64_t) key << 58) * 0x9e3779b97f4a7c15ull;
+    return &t->bucket[(h >> (64 - (t->bits - line))) << line | (((key >> 6) + (h >> 29)) & slots)];
 }
 
 /*
