@@ -79,6 +79,7 @@ mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(size_t bucket
     table_t *t = calloc(1, sizeof(*t) + buckets * sizeof(t->bucket[0]));
     if (t) {
         t->bits = (unsigned) __builtin_ctzl(buckets);
+        t->line_shift = 64 - t->bits + MCA_RCACHE_BASE_PGINDEX_LINE_SHIFT;
     }
     return t;
 }

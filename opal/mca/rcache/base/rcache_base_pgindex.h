@@ -56,6 +56,7 @@ typedef struct mca_rcache_base_pgindex_node_t {
 typedef struct mca_rcache_base_pgindex_table_t {
     struct mca_rcache_base_pgindex_table_t *retired; /* the table this one replaced */
     unsigned bits;                                   /* log2 of the number of buckets */
+    unsigned line_shift;                             /* 64 - bits + LINE_SHIFT (see bucket) */
     mca_rcache_base_pgindex_node_t *bucket[];
 } mca_rcache_base_pgindex_table_t;
 
@@ -157,7 +158,7 @@ mca_rcache_base_pgindex_bucket(const mca_rcache_base_pgindex_table_t *t, uintptr
     const unsigned line = MCA_RCACHE_BASE_PGINDEX_LINE_SHIFT;
     const uint64_t slots = ((uint64_t) 1 << line) - 1;
     uint64_t h = ((uint64_t) (key >> (6 + line)) ^ (uint64_t) key << 58) * 0x9e3779b97f4a7c15ull;
-    return &t->bucket[(h >> (64 - (t->bits - line))) << line | (((key >> 6) + (h >> 29)) & slots)];
+    return &t->bucket[(h >> t->line_shift) << line | (((key >> 6) + (h >> 29)) & slots)];
 }
 
 /*

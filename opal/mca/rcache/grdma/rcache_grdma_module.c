@@ -308,14 +308,21 @@ static __attribute__((noinline)) void drop_parent_registrations(grdma_t *m)
     release_chain(m, release);
 }
 
-/* At the start of every call: after fork, and work deferred by release hooks. */
-static inline void grdma_progress(grdma_t *m)
+static __attribute__((noinline)) void grdma_progress_slow(grdma_t *m)
 {
-    if (__builtin_expect(m->forked, 0)) {
+    if (m->forked) {
         drop_parent_registrations(m);
     }
     if (__atomic_load_n(&m->deferred, __ATOMIC_RELAXED)) {
         release_chain(m, __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE));
+    }
+}
+
+/* At the start of every call: after fork, and work deferred by release events. */
+static inline void grdma_progress(grdma_t *m)
+{
+    if (__builtin_expect(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)), 0)) {
+        grdma_progress_slow(m);
     }
 }
 
@@ -425,9 +432,8 @@ struct lookup {
 };
 
 /*
- * A candidate from the index.  Without the lock it may have been released
- * and recycled for another range since the index walk saw it: the fields
- * are trusted only once a reference pins it, and checked again then.
+ * A candidate from the index, under the lock: its fields are stable then
+ * (recycling takes the lock), so they are checked before the reference.
  */
 static inline int lookup_cb(node_t *node, void *ctx)
 {
@@ -445,20 +451,51 @@ static inline int lookup_cb(node_t *node, void *ctx)
     if (!take_ref(reg)) {
         return 0;
     }
-    if ((uintptr_t) reg->base <= l->base && (uintptr_t) reg->bound >= l->bound
-        && (reg->access_flags & l->access) == l->access) {
+    l->hit = reg;
+    return 1;
+}
+
+/* reg covers what l asks, with the access asked. */
+static inline bool covers(const reg_t *reg, const struct lookup *l)
+{
+    return (uintptr_t) reg->base <= l->base && (uintptr_t) reg->bound >= l->bound
+           && (reg->access_flags & l->access) == l->access;
+}
+
+/*
+ * A candidate of the lock-free hit: referenced first (if valid), checked
+ * after, when the reference pins the fields (the registration may have been
+ * recycled for another range since the index walk saw it).  One that does
+ * not cover (another range in the same block, too little access, recycled)
+ * is dropped again: rare, and cheaper than checking twice on every hit.
+ */
+static inline int hit_cb(node_t *node, void *ctx)
+{
+    struct lookup *l = ctx;
+    reg_t *reg = REG_OF_NODE(node);
+    if (!take_ref(reg)) {
+        return 0;
+    }
+    if (covers(reg, l)) {
         l->hit = reg;
         return 1;
     }
-    drop_ref_cold(l->m, reg); /* recycled meanwhile (never happens under the lock) */
+    drop_ref_cold(l->m, reg);
     return 0;
 }
 
-/* A covering registration with the access asked, referenced, in l->hit. */
+/* A covering registration with the access asked, referenced, in l->hit (under the lock). */
 static inline __attribute__((always_inline)) void lookup(grdma_t *m, struct lookup *l)
 {
     mca_rcache_base_pgindex_covering(&m->index, l->base >> page_shift, l->bound >> page_shift,
                                      lookup_cb, l);
+}
+
+/* The same without the lock: best effort, a miss is asked again under the lock. */
+static inline __attribute__((always_inline)) void lookup_lockfree(grdma_t *m, struct lookup *l)
+{
+    mca_rcache_base_pgindex_covering(&m->index, l->base >> page_shift, l->bound >> page_shift,
+                                     hit_cb, l);
 }
 
 /*
@@ -524,10 +561,11 @@ static int drop_ref_cold(grdma_t *m, reg_t *reg)
     return drop_ref(m, reg);
 }
 
+/* The pages of [addr, addr + size) (of addr's page when size is 0): first byte, last byte. */
 static inline void page_range(const void *addr, size_t size, uintptr_t *base, uintptr_t *bound)
 {
     *base = (uintptr_t) addr & ~(page_size - 1);
-    *bound = (((uintptr_t) addr + (size ? size : 1) + page_size - 1) & ~(page_size - 1)) - 1;
+    *bound = ((uintptr_t) addr + size - (0 != size)) | (page_size - 1);
 }
 
 /* A new slab of spare registrations (lock NOT held); false if out of memory. */
@@ -591,10 +629,15 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
     return reg;
 }
 
-static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size,
-                          uint32_t flags, int32_t access_flags, reg_t **reg_out)
+/*
+ * Everything but the lock-free hit: work left by release events, a bypass
+ * registration, a new one.  'looked': the hit was tried already (without
+ * the lock) and missed.
+ */
+static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_t size,
+                                                   uint32_t flags, int32_t access_flags,
+                                                   reg_t **reg_out, bool looked)
 {
-    grdma_t *m = (grdma_t *) rcache;
     if (NULL == reg_out) {
         return OPAL_ERR_BAD_PARAM;
     }
@@ -606,8 +649,8 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
     struct lookup l = {.m = m, .base = base, .bound = bound, .access = access_flags};
     reg_t *reg = NULL;
 
-    if (!bypass) {
-        lookup(m, &l); /* the lock-free hit */
+    if (!bypass && !looked) {
+        lookup_lockfree(m, &l);
     }
     while (NULL == l.hit && NULL == reg) {
         reg_t *release = NULL;
@@ -666,6 +709,28 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
     return OPAL_SUCCESS;
 }
 
+/* The hit: no lock, one probe per size class in use, one compare-and-swap. */
+static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size,
+                          uint32_t flags, int32_t access_flags, reg_t **reg_out)
+{
+    grdma_t *m = (grdma_t *) rcache;
+    bool plain = NULL != reg_out && !(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)
+                 && !(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)));
+    if (__builtin_expect(plain, 1)) {
+        struct lookup l = {.m = m, .access = access_flags};
+        page_range(addr, size, &l.base, &l.bound);
+        lookup_lockfree(m, &l);
+        if (__builtin_expect(NULL != l.hit, 1)) {
+            if (__builtin_expect(m->verify_frames, 0)) {
+                mca_rcache_base_frames_check(l.hit, "rcache_register");
+            }
+            *reg_out = l.hit;
+            return OPAL_SUCCESS;
+        }
+    }
+    return register_slow(m, addr, size, flags, access_flags, reg_out, plain);
+}
+
 static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size, reg_t **reg_out)
 {
     grdma_t *m = (grdma_t *) rcache;
@@ -675,7 +740,7 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
     grdma_progress(m);
     struct lookup l = {.m = m, .access = 0};
     page_range(addr, size, &l.base, &l.bound);
-    lookup(m, &l);
+    lookup_lockfree(m, &l);
     if (NULL == l.hit) {
         /* Lock-free lookups may miss a registration that moved meanwhile: ask again, exactly. */
         pthread_mutex_lock(&m->lock);
