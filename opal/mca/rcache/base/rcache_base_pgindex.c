@@ -224,21 +224,16 @@ int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr
     return 0;
 }
 
-static int found_cb(node_t *node, void *ctx)
-{
-    (void) node;
-    (void) ctx;
-    return 1;
-}
-
-bool mca_rcache_base_pgindex_might_overlap(pgindex_t *idx, uintptr_t first, uintptr_t last)
+bool mca_rcache_base_pgindex_visit_lockfree(pgindex_t *idx, uintptr_t first, uintptr_t last,
+                                            visit_fn_t fn, void *ctx, uint32_t *seq_out)
 {
     uint32_t seq = __atomic_load_n(&idx->seq, __ATOMIC_ACQUIRE);
     if (seq & 1) {
-        return true;
+        return false;
     }
     const table_t *t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE);
-    bool found = false, gave_up = false;
+    bool gave_up = false;
+    int rc = 0;
     uint64_t act = LOAD(&idx->active);
     if ((act & SMALL_CLASSES) && (last >> CHUNK_SHIFT) - (first >> CHUNK_SHIFT) < CHUNK_LIMIT) {
         bool counted = false;
@@ -249,17 +244,35 @@ bool mca_rcache_base_pgindex_might_overlap(pgindex_t *idx, uintptr_t first, uint
             act &= ~SMALL_CLASSES; /* no small range in these chunks */
         }
     }
-    for (; act && !found && !gave_up; act &= act - 1) {
+    for (; act && !rc && !gave_up; act &= act - 1) {
         unsigned s = (unsigned) __builtin_ctzll(act);
         uintptr_t lo = block_lo(first, s), hi = last >> s;
         if (hi - lo >= PROBE_LIMIT) {
-            return true;
+            return false;
         }
-        for (uintptr_t b = lo; !found && !gave_up && b - lo <= hi - lo; b++) {
-            found = probe(idx, t, s, b, first, last, found_cb, NULL, WALK_LIMIT, &gave_up);
+        for (uintptr_t b = lo; !rc && !gave_up && b - lo <= hi - lo; b++) {
+            rc = mca_rcache_base_pgindex_probe(idx, t, key_of(s, b), first, last, true, fn, ctx,
+                                               WALK_LIMIT, &gave_up);
         }
     }
     /* What was read is a snapshot only if no writer started meanwhile. */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return found || gave_up || LOAD(&idx->seq) != seq;
+    *seq_out = seq;
+    return !rc && !gave_up && LOAD(&idx->seq) == seq;
+}
+
+/* Is it in range, by the node's own copy of its range. */
+static int found_cb(node_t *node, void *ctx)
+{
+    const uintptr_t *q = ctx; /* the pgindex, first, last */
+    uintptr_t lo, hi;
+    mca_rcache_base_pgindex_range((const pgindex_t *) q[0], node, &lo, &hi);
+    return lo <= q[2] && hi >= q[1];
+}
+
+bool mca_rcache_base_pgindex_might_overlap(pgindex_t *idx, uintptr_t first, uintptr_t last)
+{
+    uintptr_t query[3] = {(uintptr_t) idx, first, last};
+    uint32_t seq;
+    return !mca_rcache_base_pgindex_visit_lockfree(idx, first, last, found_cb, query, &seq);
 }

@@ -238,6 +238,27 @@ mca_rcache_base_pgindex_covering(mca_rcache_base_pgindex_t *idx, uintptr_t first
 bool mca_rcache_base_pgindex_might_overlap(mca_rcache_base_pgindex_t *idx, uintptr_t first,
                                            uintptr_t last);
 
+/*
+ * Lock free: visit every node of the blocks where ranges overlapping pages
+ * [first, last] can be (key_only: the visitor checks the range from its
+ * own copy, as for covering; a nonzero return stops the walk).  True when
+ * the walk was complete and consistent: the visitor then saw every node
+ * that overlapped at the instant *seq names, and if unchanged(*seq) holds
+ * later under the writer's lock, the index is still as it was then.  False
+ * when it cannot tell (a writer was at work, too many blocks, a chain too
+ * long, the visitor stopped): use overlapping() under the lock.
+ */
+bool mca_rcache_base_pgindex_visit_lockfree(mca_rcache_base_pgindex_t *idx, uintptr_t first,
+                                            uintptr_t last, mca_rcache_base_pgindex_visit_fn_t fn,
+                                            void *ctx, uint32_t *seq);
+
+/* Under the writer's lock: no writer changed the index since visit_lockfree's *seq. */
+static inline bool mca_rcache_base_pgindex_unchanged(const mca_rcache_base_pgindex_t *idx,
+                                                     uint32_t seq)
+{
+    return __atomic_load_n(&idx->seq, __ATOMIC_RELAXED) == seq;
+}
+
 static inline size_t mca_rcache_base_pgindex_size(const mca_rcache_base_pgindex_t *idx)
 {
     return __atomic_load_n(&idx->count, __ATOMIC_RELAXED);

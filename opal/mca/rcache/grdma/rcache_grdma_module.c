@@ -165,17 +165,11 @@ static reg_t *spare_pop_locked(grdma_t *m)
     return head;
 }
 
-/* Index a new registration (lock held). */
+/* Index a new registration, its state already INDEXED (lock held). */
 static void index_insert(grdma_t *m, reg_t *reg)
 {
     mca_rcache_base_pgindex_insert(&m->index, &reg->reg_index, page_of(reg->base),
                                    page_of(reg->bound));
-    uint32_t flags = MCA_RCACHE_GRDMA_INDEXED;
-    if (!(reg->flags & MCA_RCACHE_FLAGS_PERSIST)) {
-        /* RECENT: a new one gets a full turn of the hand, wherever its slot is. */
-        flags |= MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT;
-    }
-    set_flags(reg, flags, 0);
     __atomic_store_n(&m->cached_bytes, m->cached_bytes + reg_size(reg), __ATOMIC_RELAXED);
     __atomic_store_n(&m->cached_entries, m->cached_entries + 1, __ATOMIC_RELAXED);
 }
@@ -198,10 +192,17 @@ static void index_grow(grdma_t *m)
     free(fresh);
 }
 
-/* Take reg out of the index (and off the in_use list) (lock held). */
-static void unlink_reg(grdma_t *m, reg_t *reg)
+/* Where a registration is linked: these bits change only under the lock. */
+#define LINKED_FLAGS \
+    (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_ON_IN_USE)
+
+/*
+ * Take reg out of the index and off the in_use list, as its flags f (from
+ * before the caller cleared LINKED_FLAGS in its own atomic step) say (lock
+ * held).
+ */
+static void unlink_reg(grdma_t *m, reg_t *reg, uint32_t f)
 {
-    uint32_t f = reg->flags; /* these bits change only under the lock */
     if (f & MCA_RCACHE_GRDMA_INDEXED) {
         mca_rcache_base_pgindex_remove(&m->index, &reg->reg_index);
         __atomic_store_n(&m->cached_bytes, m->cached_bytes - reg_size(reg), __ATOMIC_RELAXED);
@@ -210,26 +211,28 @@ static void unlink_reg(grdma_t *m, reg_t *reg)
     if (f & MCA_RCACHE_GRDMA_ON_IN_USE) {
         opal_list_remove_item(&m->in_use, &reg->reg_list);
     }
-    set_flags(reg, 0,
-              MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_ON_IN_USE);
 }
 
 /*
- * Make reg invalid: never handed out again.  Setting INVALID and reading
- * the count is one atomic step, so no hit slips in between.  An unused one
- * is unlinked and chained for deregistration; one in use waits on the
- * in_use list for its last reference (lock held).
+ * Make reg invalid: never handed out again.  Setting INVALID, reading the
+ * count and recording where it goes is one atomic step, so no hit slips in
+ * between.  An unused one is unlinked and chained for deregistration; one
+ * in use waits on the in_use list for its last reference (lock held).
  */
 static void invalidate_locked(grdma_t *m, reg_t *reg, reg_t **release)
 {
-    state_t old = set_flags(reg, MCA_RCACHE_FLAGS_INVALID, 0);
-    if (old.s.flags & MCA_RCACHE_FLAGS_INVALID) {
-        return; /* already handled */
-    }
-    unlink_reg(m, reg);
+    state_t old = state_load(reg), inv;
+    do {
+        if (old.s.flags & MCA_RCACHE_FLAGS_INVALID) {
+            return; /* already handled */
+        }
+        inv = old;
+        inv.s.flags = (old.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID
+                      | (old.s.count > 0 ? MCA_RCACHE_GRDMA_ON_IN_USE : 0);
+    } while (!state_cas(reg, &old, inv));
+    unlink_reg(m, reg, old.s.flags);
     if (old.s.count > 0) {
         opal_list_append(&m->in_use, &reg->reg_list);
-        set_flags(reg, MCA_RCACHE_GRDMA_ON_IN_USE, 0);
     } else {
         chain_push(release, reg);
     }
@@ -355,9 +358,9 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
         }
         /* Unused and not recent: invalid only if no hit took it meanwhile (the CAS). */
         while (0 == st.s.count && !(st.s.flags & MCA_RCACHE_GRDMA_RECENT)) {
-            state_t inv = {.s = {0, st.s.flags | MCA_RCACHE_FLAGS_INVALID}};
+            state_t inv = {.s = {0, (st.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID}};
             if (state_cas(reg, &st, inv)) {
-                unlink_reg(m, reg);
+                unlink_reg(m, reg, st.s.flags);
                 chain_push(release, reg);
                 return true;
             }
@@ -516,12 +519,12 @@ static __attribute__((noinline)) int drop_last_locked(grdma_t *m, reg_t *reg)
         dropped = st;
         dropped.s.count--;
         if (0 == dropped.s.count && !state_keep(m, st.s.flags)) {
-            dropped.s.flags |= MCA_RCACHE_FLAGS_INVALID;
+            dropped.s.flags = (st.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID;
         }
     } while (!state_cas(reg, &st, dropped));
     if (OPAL_SUCCESS == rc && 0 == dropped.s.count) {
         if (dropped.s.flags & MCA_RCACHE_FLAGS_INVALID) {
-            unlink_reg(m, reg);
+            unlink_reg(m, reg, st.s.flags);
             chain_push(&release, reg);
         } else {
             evict_for_limits_locked(m, 0, 0, &release);
@@ -613,16 +616,25 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
     reg->access_flags = access_flags;
     reg->reg_fork_gen = m->fork_gen;
     reg->reg_frames = NULL;
-    state_store(reg, 1,
-                (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST))
-                    | MCA_RCACHE_GRDMA_REGISTERING);
     /*
-     * Visible (but never a hit) while register_mem runs, so that a release
-     * of these pages during registration invalidates it.
+     * The whole state in one store (no reader takes a reference while it
+     * is REGISTERING), then linked: visible (but never a hit) while
+     * register_mem runs, so that a release of these pages during
+     * registration invalidates it.  A new one gets a full turn of the
+     * CLOCK hand (RECENT), wherever its slot is.
      */
+    uint32_t state = (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST))
+                     | MCA_RCACHE_GRDMA_REGISTERING;
+    if (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) {
+        state |= MCA_RCACHE_GRDMA_ON_IN_USE;
+    } else if (flags & MCA_RCACHE_FLAGS_PERSIST) {
+        state |= MCA_RCACHE_GRDMA_INDEXED;
+    } else {
+        state |= MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT;
+    }
+    state_store(reg, 1, state);
     if (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) {
         opal_list_append(&m->in_use, &reg->reg_list);
-        set_flags(reg, MCA_RCACHE_GRDMA_ON_IN_USE, 0);
     } else {
         index_insert(m, reg);
     }
@@ -694,7 +706,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
 
     if (OPAL_SUCCESS != rc) {
         pthread_mutex_lock(&m->lock);
-        unlink_reg(m, reg);
+        unlink_reg(m, reg, reg->flags);
         state_store(reg, 0, 0);
         pthread_mutex_unlock(&m->lock);
         stack_push(&m->spare, reg, reg);
@@ -789,24 +801,61 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
  * events come without a call, nothing is allocated and nothing grows.
  * Pages that no registration touches cost a few lock-free probes.
  */
+/* What a release event found without the lock: the registrations overlapping its pages. */
+#define RELEASE_BATCH 8
+struct overlap {
+    uintptr_t low, high;
+    unsigned count;
+    reg_t *reg[RELEASE_BATCH];
+};
+
+static int overlap_cb(node_t *node, void *ctx)
+{
+    struct overlap *o = ctx;
+    reg_t *reg = REG_OF_NODE(node);
+    if ((uintptr_t) reg->base > o->high || (uintptr_t) reg->bound < o->low) {
+        return 0;
+    }
+    if (RELEASE_BATCH == o->count) {
+        return 1; /* more than a batch: the walk under the lock finds them */
+    }
+    o->reg[o->count++] = reg;
+    return 0;
+}
+
 static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t size,
                           bool from_alloc)
 {
     grdma_t *m = (grdma_t *) rcache;
     reg_t *release = NULL;
-    uintptr_t low = (uintptr_t) addr, high = low + size - 1;
+    struct overlap o; /* reg[] is written as it fills */
+    uint32_t seq;
+    o.low = (uintptr_t) addr;
+    o.high = o.low + size - 1;
+    o.count = 0;
     (void) from_alloc;
     /*
      * A registration inserted concurrently with the release of its own
      * pages is the caller's race, not ours to catch.
      */
-    if (0 == size || 0 == __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED)
-        || !mca_rcache_base_pgindex_might_overlap(&m->index, low >> page_shift,
-                                                  high >> page_shift)) {
+    if (0 == size || 0 == __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED)) {
+        return;
+    }
+    /* One walk, without the lock; under it, the sequence count says whether it still holds. */
+    bool complete = mca_rcache_base_pgindex_visit_lockfree(&m->index, o.low >> page_shift,
+                                                           o.high >> page_shift, overlap_cb, &o,
+                                                           &seq);
+    if (complete && 0 == o.count) {
         return;
     }
     pthread_mutex_lock(&m->lock);
-    invalidate_overlapping_locked(m, low, high, &release);
+    if (complete && mca_rcache_base_pgindex_unchanged(&m->index, seq)) {
+        for (unsigned i = 0; i < o.count; i++) {
+            invalidate_locked(m, o.reg[i], &release);
+        }
+    } else {
+        invalidate_overlapping_locked(m, o.low, o.high, &release);
+    }
     pthread_mutex_unlock(&m->lock);
     deferred_push(m, release);
 }
@@ -835,7 +884,7 @@ static void grdma_finalize(mca_rcache_base_module_t *rcache)
     /* Still referenced: the caller destroys under its own users; they go too. */
     while (!opal_list_is_empty(&m->in_use)) {
         reg_t *reg = REG_OF_ITEM(opal_list_get_first(&m->in_use));
-        unlink_reg(m, reg);
+        unlink_reg(m, reg, set_flags(reg, 0, LINKED_FLAGS).s.flags);
         chain_push(&release, reg);
     }
     pthread_mutex_unlock(&m->lock);
