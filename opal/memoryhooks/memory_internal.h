@@ -72,12 +72,14 @@ static inline void opal_mem_hooks_call_slot(int i, void *start, size_t len, bool
  */
 static inline void opal_mem_hooks_report(uintptr_t start, size_t len)
 {
+    /* Rounded before the acquire load: the intercept's own load of the page size serves. */
+    const uintptr_t mask = opal_mem_hooks_page_size - 1;
+    const size_t pages_len = (len + mask) & ~mask;
     if (__builtin_expect(1 != __atomic_load_n(&opal_mem_hooks_slots_used, __ATOMIC_ACQUIRE), 0)) {
         opal_mem_hooks_dispatch(start, len, true);
         return;
     }
-    const uintptr_t mask = opal_mem_hooks_page_size - 1;
-    opal_mem_hooks_call_slot(0, (void *) start, (len + mask) & ~mask, true);
+    opal_mem_hooks_call_slot(0, (void *) start, pages_len, true);
 }
 
 /*
