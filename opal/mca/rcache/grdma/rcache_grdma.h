@@ -54,6 +54,7 @@ typedef struct mca_rcache_grdma_module_t {
     void *user_data;
     bool leave_pinned;
     size_t max_bytes, max_entries; /* 0: no limit */
+    bool limited;                  /* either is set: a dropped reference checks them */
     pthread_mutex_t lock;
     mca_rcache_base_pgindex_t index; /* grown outside the lock */
     void *clock_slab;              /* the CLOCK hand: a slab and a registration in it */

@@ -552,7 +552,7 @@ static inline int drop_ref(grdma_t *m, reg_t *reg)
             break;
         }
     }
-    if (1 == st.s.count && over_limits(m, 0, 0)) {
+    if (__builtin_expect(m->limited, 0) && 1 == st.s.count && over_limits(m, 0, 0)) {
         evict_for_limits(m); /* now unused: the limits may evict it or an older one */
     }
     return OPAL_SUCCESS;
@@ -923,6 +923,7 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     m->leave_pinned = leave_pinned;
     m->max_bytes = mca_rcache_grdma_max_bytes;
     m->max_entries = mca_rcache_grdma_max_entries;
+    m->limited = m->max_bytes || m->max_entries;
     m->verify_frames = 0 != mca_rcache_base_verify_frames;
     pthread_mutex_init(&m->lock, NULL);
     opal_list_init(&m->in_use);
