@@ -679,7 +679,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
                 access_flags |= l.grow->access_flags;
                 invalidate_locked(m, l.grow, &release);
             }
-            if (!bypass) {
+            if (!bypass && m->limited) {
                 evict_for_limits_locked(m, 1, bound - base + 1, &release);
             }
             reg = reg_new_locked(m, addr, base, bound, flags, access_flags);
