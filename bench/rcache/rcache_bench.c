@@ -499,9 +499,9 @@ static void print_table(const result_t *our_res, const result_t *ucx_res)
     printf("\ncache (hit, miss, find: the best batch of %d; hit x2/x4: the best of %d rounds, "
            "per thread; floor: one dependent cold load)\n",
            BATCH, ROUNDS);
-    printf("%8s %6s %6s %5s %6s %6s %5s %6s %7s %7s %7s %7s %5s %5s %5s %5s\n", "N", "hit",
-           "ucx", "ratio", "miss", "ucx", "ratio", "find", "hit x2", "ucx", "hit x4", "ucx",
-           "ratio", "floor", "B/reg", "ucx");
+    printf("%8s %6s %6s %5s %6s %6s %5s %6s %7s %7s %7s %7s %5s %5s %5s %5s\n", "N", "hit", "ucx",
+           "ratio", "miss", "ucx", "ratio", "find", "hit x2", "ucx", "hit x4", "ucx", "ratio",
+           "floor", "B/reg", "ucx");
     for (size_t k = 0; k < NN && our_res[k].valid; k++) {
         const result_t *o = &our_res[k], *u = ucx_res[k].valid ? &ucx_res[k] : &none;
         printf("%8zu", ns[k]);

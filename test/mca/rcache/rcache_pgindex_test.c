@@ -34,9 +34,9 @@ typedef struct item_t {
 static item_t items[N];
 static bool present[N];
 static mca_rcache_base_pgindex_t idx;
-#define RANGE_AT ((ptrdiff_t) offsetof(item_t, first) - (ptrdiff_t) offsetof(item_t, node))
-#define lo_of(i) ((uintptr_t) items[i].first)
-#define hi_of(i) ((uintptr_t) items[i].last)
+#define RANGE_AT   ((ptrdiff_t) offsetof(item_t, first) - (ptrdiff_t) offsetof(item_t, node))
+#define lo_of(i)   ((uintptr_t) items[i].first)
+#define hi_of(i)   ((uintptr_t) items[i].last)
 #define node_of(i) (&items[i].node)
 
 static void set_range(size_t i, uintptr_t lo, uintptr_t hi)

@@ -167,12 +167,10 @@ mca_rcache_base_pgindex_bucket(const mca_rcache_base_pgindex_table_t *t, uintptr
  * 'limit' nodes (*gave_up then).  Inline, so that a caller's visitor is
  * inlined too.
  */
-static inline __attribute__((always_inline)) int
-mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
-                              const mca_rcache_base_pgindex_table_t *t, uintptr_t key,
-                              uintptr_t first, uintptr_t last, bool key_only,
-                              mca_rcache_base_pgindex_visit_fn_t fn, void *ctx, size_t limit,
-                              bool *gave_up)
+static inline __attribute__((always_inline)) int mca_rcache_base_pgindex_probe(
+    const mca_rcache_base_pgindex_t *idx, const mca_rcache_base_pgindex_table_t *t, uintptr_t key,
+    uintptr_t first, uintptr_t last, bool key_only, mca_rcache_base_pgindex_visit_fn_t fn,
+    void *ctx, size_t limit, bool *gave_up)
 {
     mca_rcache_base_pgindex_node_t *n =
         __atomic_load_n(mca_rcache_base_pgindex_bucket(t, key), __ATOMIC_ACQUIRE);
@@ -223,8 +221,8 @@ mca_rcache_base_pgindex_covering(mca_rcache_base_pgindex_t *idx, uintptr_t first
                                                MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT, &gave_up);
         /* Ranges of class s > 0 reach into the next block. */
         if (0 == rc && s && b) {
-            rc = mca_rcache_base_pgindex_probe(idx, t, mca_rcache_base_pgindex_key(s, b - 1),
-                                               first, last, true, fn, ctx,
+            rc = mca_rcache_base_pgindex_probe(idx, t, mca_rcache_base_pgindex_key(s, b - 1), first,
+                                               last, true, fn, ctx,
                                                MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT, &gave_up);
         }
         if (rc) {

@@ -227,8 +227,8 @@ static void invalidate_locked(grdma_t *m, reg_t *reg, reg_t **release)
             return; /* already handled */
         }
         inv = old;
-        inv.s.flags = (old.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID
-                      | (old.s.count > 0 ? MCA_RCACHE_GRDMA_ON_IN_USE : 0);
+        inv.s.flags = (old.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID |
+                      (old.s.count > 0 ? MCA_RCACHE_GRDMA_ON_IN_USE : 0);
     } while (!state_cas(reg, &old, inv));
     unlink_reg(m, reg, old.s.flags);
     if (old.s.count > 0) {
@@ -324,7 +324,8 @@ static __attribute__((noinline)) void grdma_progress_slow(grdma_t *m)
 /* At the start of every call: after fork, and work deferred by release events. */
 static inline void grdma_progress(grdma_t *m)
 {
-    if (__builtin_expect(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)), 0)) {
+    if (__builtin_expect(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)),
+                         0)) {
         grdma_progress_slow(m);
     }
 }
@@ -461,8 +462,8 @@ static inline int lookup_cb(node_t *node, void *ctx)
 /* reg covers what l asks, with the access asked. */
 static inline bool covers(const reg_t *reg, const struct lookup *l)
 {
-    return (uintptr_t) reg->base <= l->base && (uintptr_t) reg->bound >= l->bound
-           && (reg->access_flags & l->access) == l->access;
+    return (uintptr_t) reg->base <= l->base && (uintptr_t) reg->bound >= l->bound &&
+           (reg->access_flags & l->access) == l->access;
 }
 
 /*
@@ -623,8 +624,8 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
      * registration invalidates it.  A new one gets a full turn of the
      * CLOCK hand (RECENT), wherever its slot is.
      */
-    uint32_t state = (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST))
-                     | MCA_RCACHE_GRDMA_REGISTERING;
+    uint32_t state = (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST)) |
+                     MCA_RCACHE_GRDMA_REGISTERING;
     if (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) {
         state |= MCA_RCACHE_GRDMA_ON_IN_USE;
     } else if (flags & MCA_RCACHE_FLAGS_PERSIST) {
@@ -722,12 +723,12 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
 }
 
 /* The hit: no lock, one probe per size class in use, one compare-and-swap. */
-static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size,
-                          uint32_t flags, int32_t access_flags, reg_t **reg_out)
+static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size, uint32_t flags,
+                          int32_t access_flags, reg_t **reg_out)
 {
     grdma_t *m = (grdma_t *) rcache;
-    bool plain = NULL != reg_out && !(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)
-                 && !(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)));
+    bool plain = NULL != reg_out && !(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) &&
+                 !(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)));
     if (__builtin_expect(plain, 1)) {
         struct lookup l = {.m = m, .access = access_flags};
         page_range(addr, size, &l.base, &l.bound);
@@ -906,8 +907,10 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     page_shift = (unsigned) __builtin_ctzl(page_size);
     grdma_t *m = calloc(1, sizeof(*m));
     /* The index reads each range from the registration: base and bound (last byte). */
-    const ptrdiff_t range_at = (ptrdiff_t) offsetof(reg_t, base) - (ptrdiff_t) offsetof(reg_t, reg_index);
-    if (NULL == m || OPAL_SUCCESS != mca_rcache_base_pgindex_init(&m->index, range_at, page_shift)) {
+    const ptrdiff_t range_at = (ptrdiff_t) offsetof(reg_t, base) -
+                               (ptrdiff_t) offsetof(reg_t, reg_index);
+    if (NULL == m ||
+        OPAL_SUCCESS != mca_rcache_base_pgindex_init(&m->index, range_at, page_shift)) {
         free(m);
         return NULL;
     }
