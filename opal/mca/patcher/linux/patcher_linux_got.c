@@ -22,6 +22,7 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/linux/patcher_linux.h"
+#include "opal/mca/patcher/linux/patcher_linux_reloc.h"
 #include "opal/util/output.h"
 
 /* A static executable may be linked without them: then they are NULL. */
@@ -29,26 +30,6 @@
 #pragma weak dladdr1
 #pragma weak dlinfo
 #pragma weak dlsym
-
-/* r_info decoding for the native class (link.h has ElfW for types only). */
-#if __ELF_NATIVE_CLASS == 64
-#    define GOT_R_SYM(info)  ELF64_R_SYM(info)
-#    define GOT_R_TYPE(info) ELF64_R_TYPE(info)
-#else
-#    define GOT_R_SYM(info)  ELF32_R_SYM(info)
-#    define GOT_R_TYPE(info) ELF32_R_TYPE(info)
-#endif
-
-#if defined(__x86_64__)
-#    define GOT_JUMP_SLOT R_X86_64_JUMP_SLOT
-#    define GOT_GLOB_DAT  R_X86_64_GLOB_DAT
-#elif defined(__aarch64__)
-#    define GOT_JUMP_SLOT R_AARCH64_JUMP_SLOT
-#    define GOT_GLOB_DAT  R_AARCH64_GLOB_DAT
-#elif defined(__i386__)
-#    define GOT_JUMP_SLOT R_386_JMP_SLOT
-#    define GOT_GLOB_DAT  R_386_GLOB_DAT
-#endif
 
 typedef struct got_object_t {
     uintptr_t start, end;   /* extent of the PT_LOAD segments */
@@ -174,18 +155,17 @@ static bool is_own(const struct dl_phdr_info *info, uintptr_t start, uintptr_t e
 static void scan_table(got_scan_t *scan, int object, uintptr_t base, uintptr_t table, size_t size,
                        size_t entsize, const ElfW(Sym) *symtab, const char *strtab)
 {
-#ifdef GOT_JUMP_SLOT
+#if MCA_PATCHER_LINUX_HAVE_RELOC
     if (0 == table || 0 == entsize) {
         return;
     }
     for (size_t off = 0; off + entsize <= size; off += entsize) {
         /* Rel and Rela begin alike: r_offset, r_info. */
         const ElfW(Rel) *rel = (const ElfW(Rel) *) (table + off);
-        const unsigned long type = GOT_R_TYPE(rel->r_info);
-        if (GOT_JUMP_SLOT != type && GOT_GLOB_DAT != type) {
+        if (!mca_patcher_linux_reloc_is_slot(rel, entsize)) {
             continue;
         }
-        const ElfW(Sym) *sym = &symtab[GOT_R_SYM(rel->r_info)];
+        const ElfW(Sym) *sym = &symtab[MCA_PATCHER_LINUX_R_SYM(rel->r_info)];
         const char *name = strtab + sym->st_name;
         for (int n = 0; n < scan->nnames; n++) {
             if (0 != strcmp(name, scan->names[n])) {
@@ -784,7 +764,7 @@ static int find_dynamic(struct dl_phdr_info *info, size_t size, void *arg)
 
 bool mca_patcher_linux_have_dynamic(const char **reason)
 {
-#ifndef GOT_JUMP_SLOT
+#if !MCA_PATCHER_LINUX_HAVE_RELOC
     *reason = "the GOT relocation types of this architecture are not known to the linux patcher";
     return false;
 #else
