@@ -73,7 +73,7 @@ int main(int argc, char **argv)
                  old ? old : "", old && *old ? ":" : "");
         setenv("LD_LIBRARY_PATH", path, 1);
         setenv(REEXEC_MARK, "1", 1);
-        execv("/proc/self/exe", argv);
+        test_execv("/proc/self/exe", argv);
         perror("execv /proc/self/exe");
         return 1;
     }

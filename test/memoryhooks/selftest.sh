@@ -7,7 +7,7 @@
 info="$OPAL_TEST_BUILDDIR/opal_patcher_info"
 status=0
 for claim in "" "--claim ucx"; do
-    out=$("$info" --selftest $claim 2>&1)
+    out=$($OPAL_TEST_RUN "$info" --selftest $claim 2>&1)
     rc=$?
     echo "== opal_patcher_info --selftest $claim"
     echo "$out"

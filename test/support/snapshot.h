@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test/support/test_util.h"
+
 #define SNAPSHOT_CODE_BYTES 32
 #define SNAPSHOT_MAX_REGIONS 512
 
@@ -85,17 +87,23 @@ static inline int snapshot_object(struct dl_phdr_info *info, size_t size, void *
         if (PT_DYNAMIC == ph->p_type) {
             const ElfW(Dyn) *dyn = (const ElfW(Dyn) *) (info->dlpi_addr + ph->p_vaddr);
             uintptr_t pltgot = 0;
-            size_t pltrelsz = 0;
+            size_t pltrelsz = 0, entsize = sizeof(ElfW(Rela));
             for (; dyn->d_tag != DT_NULL; dyn++) {
                 if (DT_PLTGOT == dyn->d_tag) {
                     pltgot = dyn->d_un.d_ptr;
                 } else if (DT_PLTRELSZ == dyn->d_tag) {
                     pltrelsz = dyn->d_un.d_val;
+                } else if (DT_PLTREL == dyn->d_tag && DT_REL == dyn->d_un.d_val) {
+                    entsize = sizeof(ElfW(Rel)); /* i386 */
                 }
             }
-            /* The loader already relocated DT_PLTGOT to an absolute address. */
+            /* The loader relocated DT_PLTGOT to an absolute address, except
+             * where the dynamic section is read-only (riscv64, the vDSO). */
+            if (pltgot && pltgot < info->dlpi_addr) {
+                pltgot += info->dlpi_addr;
+            }
             if (pltgot && pltrelsz) {
-                snapshot_add(s, pltgot, (3 + pltrelsz / sizeof(ElfW(Rela))) * sizeof(void *));
+                snapshot_add(s, pltgot, (3 + pltrelsz / entsize) * sizeof(void *));
             }
         }
     }
@@ -108,7 +116,7 @@ static inline void snapshot_bind_now(char **argv)
 {
     if (NULL == getenv("LD_BIND_NOW")) {
         setenv("LD_BIND_NOW", "1", 1);
-        execv("/proc/self/exe", argv);
+        test_execv("/proc/self/exe", argv);
         printf("SKIP: cannot re-execute with LD_BIND_NOW=1\n");
         exit(77);
     }

@@ -6,8 +6,11 @@
 #ifndef OPAL_TEST_UTIL_H
 #define OPAL_TEST_UTIL_H
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static int test_failures;
 
@@ -46,6 +49,45 @@ static inline void test_write_file(const char *dir, const char *name, const char
     if (NULL == f || EOF == fputs(text, f) || 0 != fclose(f)) {
         TEST_SKIP("cannot write %s", path);
     }
+}
+
+/*
+ * execv, also in a cross build's tests: there OPAL_TEST_EMULATOR (qemu-user,
+ * words separated by spaces) runs the program, since without a binfmt
+ * registration the kernel cannot.  /proc/self/exe is resolved first: under
+ * the emulator it names the emulator's own binary to the new process.
+ * Returns only on failure, like execv.
+ */
+static inline int test_execv(const char *path, char *const argv[])
+{
+    const char *emu = getenv("OPAL_TEST_EMULATOR");
+    if (NULL == emu || '\0' == emu[0]) {
+        return execv(path, argv);
+    }
+    static char self[PATH_MAX], words[1024];
+    if (0 == strcmp(path, "/proc/self/exe")) {
+        ssize_t n = readlink(path, self, sizeof(self) - 1);
+        if (n <= 0) {
+            return -1;
+        }
+        self[n] = '\0';
+        path = self;
+    }
+    char *args[64];
+    int n = 0;
+    snprintf(words, sizeof(words), "%s", emu);
+    for (char *w = strtok(words, " "); NULL != w && n < 32; w = strtok(NULL, " ")) {
+        args[n++] = w;
+    }
+    /* qemu-user's -0: the program's argv[0] as given. */
+    args[n++] = "-0";
+    args[n++] = NULL != argv[0] ? argv[0] : (char *) path;
+    args[n++] = (char *) path;
+    for (int i = 1; NULL != argv[0] && NULL != argv[i] && n < 63; i++) {
+        args[n++] = argv[i];
+    }
+    args[n] = NULL;
+    return execvp(args[0], args);
 }
 
 static inline int test_finish(const char *name)

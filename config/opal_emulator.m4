@@ -1,0 +1,24 @@
+dnl A cross build runs its tests under qemu-user, named by OPAL_TEST_EMULATOR
+dnl (the command that runs one of the host's programs here).  No binfmt
+dnl registration is needed: every program a test runs is started through it.
+AC_ARG_VAR([OPAL_TEST_EMULATOR],
+           [cross builds: the command that runs the host's programs for the tests (default: qemu-<cpu> -L /usr/<host>)])
+AS_IF([test "$cross_compiling" = yes && test -z "$OPAL_TEST_EMULATOR"], [
+    AS_CASE([$host_cpu],
+            [i?86], [opal_qemu=qemu-i386],
+            [powerpc64le], [opal_qemu=qemu-ppc64le],
+            [opal_qemu=qemu-$host_cpu])
+    AC_PATH_PROG([OPAL_QEMU], [$opal_qemu])
+    dnl The loader and libraries of the host: Debian's cross packages put
+    dnl them in /usr/<triple>.
+    AS_IF([test -n "$OPAL_QEMU" && test -d "/usr/$host_alias"],
+          [OPAL_TEST_EMULATOR="$OPAL_QEMU -L /usr/$host_alias"],
+          [test -n "$OPAL_QEMU"],
+          [OPAL_TEST_EMULATOR="$OPAL_QEMU"])
+])
+AC_MSG_CHECKING([how the tests run the host's programs])
+AS_IF([test -n "$OPAL_TEST_EMULATOR"], [AC_MSG_RESULT([$OPAL_TEST_EMULATOR])],
+      [test "$cross_compiling" = yes], [AC_MSG_RESULT([cannot: no $opal_qemu found (make check will fail)])],
+      [AC_MSG_RESULT([directly])])
+AM_CONDITIONAL([OPAL_TEST_EMULATED], [test -n "$OPAL_TEST_EMULATOR"])
+AC_SUBST([OPAL_OVERWRITE_ARCH], [$opal_overwrite_arch])
