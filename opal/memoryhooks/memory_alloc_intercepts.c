@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
@@ -111,7 +113,11 @@ DEFINE_ENTRIES(reallocarray, void *, (void *p, size_t n, size_t size), (p, n, si
 
 static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
 {
-    bool is_heap = 0 == strcmp(entry->path_start, "[heap]");
+    /* The brk heap: "[heap]" in the kernel's maps, and the mapping that
+     * ends at the program break (qemu-user's emulated maps name it not). */
+    const uintptr_t brk_end = *(const uintptr_t *) arg;
+    bool is_heap = 0 == strcmp(entry->path_start, "[heap]") ||
+                   (entry->start < brk_end && brk_end <= entry->end);
     bool is_arena_heap = '\0' == entry->path_start[0] && 0 == entry->inode &&
                          (entry->prot & PROT_WRITE) && 0 == (entry->start & (GLIBC_HEAP_MAX_SIZE - 1));
     if (is_heap || is_arena_heap) {
@@ -125,7 +131,8 @@ static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
 static int malloc_trim_common(int v, size_t pad)
 {
     /* Outside the allocator's lock yet: from_alloc is false. */
-    opal_proc_maps_foreach(announce_trimmable, NULL);
+    uintptr_t brk_end = (uintptr_t) syscall(SYS_brk, 0);
+    opal_proc_maps_foreach(announce_trimmable, &brk_end);
     return chain.malloc_trim[v](pad);
 }
 DEFINE_ENTRIES(malloc_trim, int, (size_t pad), (pad))
