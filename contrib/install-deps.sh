@@ -14,6 +14,10 @@ packages=(
     openmpi-bin                                                 # mpirun as the launcher
     libopenmpi-dev                                              # Open MPI's headers: the ompi/ components
     valgrind                                                    # memcheck runs, callgrind benchmarks
+    qemu-user                                                   # the cross builds' tests (qemu-<arch> -L /usr/<triple>)
+    crossbuild-essential-arm64 crossbuild-essential-ppc64el     # cross compilers and C libraries:
+    crossbuild-essential-i386 gcc-riscv64-linux-gnu             # aarch64, ppc64le, i386, riscv64
+    libc6-dev-riscv64-cross                                     # (never gcc-multilib: it removes them)
 )
 
 missing=()

@@ -9,6 +9,14 @@
 #   asan      AddressSanitizer + UndefinedBehaviorSanitizer
 #   distcheck make distcheck
 #   ompi      the Open MPI components (ompi/) under Debian's Open MPI: make check-ompi
+#   cross-aarch64 cross-ppc64le cross-riscv64 cross-i386
+#             configure --host=<triple>, make, and make check under qemu-user
+#             (no binfmt: every program runs as qemu-<arch> -L /usr/<triple>) of
+#             the DSO build with patcher=linux and =overwrite (where the overwrite
+#             component has no instructions for the architecture its runs SKIP),
+#             and the built-in build's self-test; aarch64 and ppc64le also with
+#             64 KiB pages (qemu -p 65536: the tests whose ranges follow the page
+#             size).  One summary line per architecture.
 #
 # Usage: contrib/test-all.sh [configuration...]   (default: all of them)
 set -uo pipefail
@@ -108,6 +116,63 @@ expect_builtin() {
     fi
 }
 
+# The built-in build's self-test under the emulator, with each component
+# (one that declines on this architecture must say why, and is counted as
+# skipped).
+cross_selftest() {
+    local name=$1 component out
+    for component in linux overwrite; do
+        out=$(./libtool --mode=execute $emulator ./opal_patcher_info --mca patcher $component \
+              --selftest 2>&1)
+        if echo "$out" | grep -q "^Self-test: passed"; then
+            echo "[$name-$component] self-test: passed"; passed=$((passed + 1))
+        elif [ $component = overwrite ] && echo "$out" | grep -q "no instruction support for"; then
+            echo "[$name-$component] SKIP: $(echo "$out" | grep -m1 "no instruction support for")"
+            skipped=$((skipped + 1))
+        else
+            echo "[$name-$component] self-test FAILED:"; echo "$out" | tail -30 | sed "s/^/[$name]   /"
+            failed=$((failed + 1)); failures+=("$name-$component")
+        fi
+    done
+}
+
+page_tests="test/memoryhooks/events_test test/memoryhooks/selftest.sh test/memoryhooks/restore_test
+    test/memoryhooks/concurrency_test test/mca/rcache/rcache_grdma_test test/mca/rcache/rcache_pgindex_test
+    test/mca/rcache/rcache_many_test test/mca/rcache/rcache_leave_pinned_test test/mca/rcache/rcache_threads_test"
+
+# cross ARCH TRIPLE [PAGESIZE]: the DSO build's make check with both
+# components (and again with PAGESIZE-byte pages), the built-in build's
+# self-test; a summary line for the architecture.
+cross() {
+    local arch=$1 triple=$2 pagesize=${3:-} emulator
+    local p0=$passed f0=$failed s0=$skipped
+    if ! command -v "$triple-gcc" >/dev/null || [ ! -d "/usr/$triple" ]; then
+        echo "[cross-$arch] SKIP: no $triple cross compiler or /usr/$triple (contrib/install-deps.sh)"
+        skipped=$((skipped + 1)); echo "=== $arch: 0 passed, 0 failed, 1 skipped"; return
+    fi
+    if build "cross-$arch" --host="$triple"; then
+        emulator=$(sed -n 's/^OPAL_TEST_EMULATOR = //p' Makefile)
+        check "cross-$arch-linux" OMPI_MCA_patcher=linux
+        check "cross-$arch-overwrite" OMPI_MCA_patcher=overwrite
+        if [ -n "$pagesize" ]; then
+            # The tests whose ranges follow the page size (hooks, rcache, self-test).
+            local n="cross-$arch-linux-$((pagesize / 1024))k"
+            QEMU_PAGESIZE=$pagesize OMPI_MCA_patcher=linux make -j"$jobs" check TESTS="$page_tests" \
+                >"check-$n.out" 2>&1
+            count "$n" "check-$n.out"
+        fi
+    else
+        failed=$((failed + 1)); failures+=("cross-$arch")
+    fi
+    if build "cross-$arch-builtin" --host="$triple" --disable-dlopen; then
+        emulator=$(sed -n 's/^OPAL_TEST_EMULATOR = //p' Makefile)
+        cross_selftest "cross-$arch-builtin"
+    else
+        failed=$((failed + 1)); failures+=("cross-$arch-builtin")
+    fi
+    echo "=== $arch: $((passed - p0)) passed, $((failed - f0)) failed, $((skipped - s0)) skipped"
+}
+
 run_config() {
     case $1 in
     dso)
@@ -143,12 +208,18 @@ run_config() {
     ompi)
         build ompi --with-ompi || { failed=$((failed + 1)); failures+=(ompi); return; }
         check_target check-ompi ompi ;;
-    *) echo "unknown configuration '$1' (valid: dso builtin static asan distcheck ompi)"; exit 2 ;;
+    cross-aarch64) cross aarch64 aarch64-linux-gnu 65536 ;;
+    cross-ppc64le) cross ppc64le powerpc64le-linux-gnu 65536 ;;
+    cross-riscv64) cross riscv64 riscv64-linux-gnu ;;
+    cross-i386) cross i386 i686-linux-gnu ;;
+    *) echo "unknown configuration '$1' (valid: dso builtin static asan distcheck ompi" \
+            "cross-aarch64 cross-ppc64le cross-riscv64 cross-i386)"; exit 2 ;;
     esac
 }
 
 configs=("$@")
-[ ${#configs[@]} -eq 0 ] && configs=(dso builtin static asan distcheck ompi)
+[ ${#configs[@]} -eq 0 ] &&
+    configs=(dso builtin static asan distcheck ompi cross-aarch64 cross-ppc64le cross-riscv64 cross-i386)
 for c in "${configs[@]}"; do
     echo "=== $c"
     start=$(date +%s)
