@@ -112,11 +112,18 @@ static inline bool page_aligned(const void *p)
 }
 
 /* What each intercept chains to, per variant. */
+/* Where off_t is 32 bits (i386), mmap64 is another function, with a 64-bit
+ * offset: it has an intercept and a chain of its own.  Elsewhere it is mmap. */
+#define OPAL_MMAP64_OWN (__SIZEOF_LONG__ == 4)
+
 static struct {
     int (*munmap[NUM_VARIANTS])(void *, size_t);
     void *(*mremap[NUM_VARIANTS])(void *, size_t, size_t, int, ...);
     int (*madvise[NUM_VARIANTS])(void *, size_t, int);
     void *(*mmap[NUM_VARIANTS])(void *, size_t, int, int, int, off_t);
+#if OPAL_MMAP64_OWN
+    void *(*mmap64[NUM_VARIANTS])(void *, size_t, int, int, int, off64_t);
+#endif
     int (*brk[NUM_VARIANTS])(void *);
     void *(*sbrk[NUM_VARIANTS])(intptr_t);
     int (*shmdt[NUM_VARIANTS])(const void *);
@@ -219,10 +226,15 @@ static OPAL_COLD void *mmap_framed(int v, void *addr, size_t len, int prot, int 
 }
 
 /* MAP_FIXED replaces whatever was mapped there; MAP_FIXED_NOREPLACE never does. */
+static inline bool mmap_replaces(void *addr, size_t len, int flags)
+{
+    return __builtin_expect((flags & MAP_FIXED) && !(flags & MAP_FIXED_NOREPLACE), 0) &&
+           page_aligned(addr) && 0 != len;
+}
+
 ENTRY_INLINE void *mmap_common(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-    if (__builtin_expect(!(flags & MAP_FIXED) || (flags & MAP_FIXED_NOREPLACE), 1) ||
-        !page_aligned(addr) || 0 == len) {
+    if (!mmap_replaces(addr, len, flags)) {
         return chain.mmap[v](addr, len, prot, flags, fd, off);
     }
     return mmap_framed(v, addr, len, prot, flags, fd, off);
@@ -230,6 +242,30 @@ ENTRY_INLINE void *mmap_common(int v, void *addr, size_t len, int prot, int flag
 
 DEFINE_ENTRIES(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t off),
                (addr, len, prot, flags, fd, off))
+
+#if OPAL_MMAP64_OWN
+static OPAL_COLD void *mmap64_framed(int v, void *addr, size_t len, int prot, int flags, int fd,
+                                     off64_t off)
+{
+    chain_frame_t frame;
+    release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
+    void *rc = chain.mmap64[v](addr, len, prot, flags, fd, off);
+    chain_done(&frame);
+    return rc;
+}
+
+ENTRY_INLINE void *mmap64_common(int v, void *addr, size_t len, int prot, int flags, int fd,
+                                 off64_t off)
+{
+    if (!mmap_replaces(addr, len, flags)) {
+        return chain.mmap64[v](addr, len, prot, flags, fd, off);
+    }
+    return mmap64_framed(v, addr, len, prot, flags, fd, off);
+}
+
+DEFINE_ENTRIES(mmap64, void *, (void *addr, size_t len, int prot, int flags, int fd, off64_t off),
+               (addr, len, prot, flags, fd, off))
+#endif
 
 /* The kernel's current break (libc's cached copy may be stale). */
 static uintptr_t current_break(void)
@@ -306,7 +342,7 @@ static void *shmat_common(int v, int shmid, const void *addr, int flags)
 DEFINE_ENTRIES(shmat, void *, (int shmid, const void *addr, int flags), (shmid, addr, flags))
 
 /* What we intercept.  mmap64 is the same function as mmap on LP64 glibc,
- * but objects may import it under either name. */
+ * but objects may import it under either name (OPAL_MMAP64_OWN). */
 typedef struct intercept_target_t {
     const char *name;
     uintptr_t link_addr;       /* the definition as this library links it */
@@ -321,7 +357,11 @@ static const intercept_target_t targets[] = {
     TARGET(mremap, mremap, mremap),
     TARGET(madvise, madvise, madvise),
     TARGET(mmap, mmap, mmap),
+#if OPAL_MMAP64_OWN
+    TARGET(mmap64, mmap64, mmap64),
+#else
     TARGET(mmap64, mmap64, mmap),
+#endif
     TARGET(brk, brk, brk),
     TARGET(sbrk, sbrk, sbrk),
     TARGET(shmdt, shmdt, shmdt),

@@ -34,7 +34,7 @@
 #pragma weak dlclose
 #pragma weak dlmopen
 
-#define SENTINEL 0x5a5a0f0f12345678L
+#define SENTINEL ((long) 0x5a5a0f0f12345678ULL) /* its low half where long has 32 bits */
 #define MAX_EVENTS 256
 
 typedef struct event_t {
@@ -226,6 +226,23 @@ static int check_mmap(void)
     mmap(p, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     failed += expect_release("mmap (MAP_FIXED over pages)", (uintptr_t) p, (uintptr_t) p + 2 * page);
     munmap(p, 4 * page);
+
+    /* mmap64 (another function where off_t has 32 bits: i386): the event,
+     * and the 64-bit file offset passed on whole (the page holding 'B'). */
+    int fd = memfd_create("opal_patcher_info", 0);
+    if (fd >= 0 && 0 == ftruncate(fd, 2 * page) && 1 == pwrite(fd, "B", 1, page)) {
+        p = map_pages(2);
+        start_check((uintptr_t) p);
+        char *r = mmap64(p, page, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off64_t) page);
+        failed += expect_release("mmap64 (MAP_FIXED over pages)", (uintptr_t) p, (uintptr_t) p + page);
+        const bool at_offset = r == p && 'B' == r[0];
+        failed += report("mmap64 (a file offset)", at_offset,
+                         at_offset ? "" : "the mapping does not show the page at the offset given");
+        munmap(p, 2 * page);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
 
     start_check(0);
     p = mmap(NULL, 256 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
