@@ -12,6 +12,8 @@
 #include "opal/mca/base/mca_base_framework.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/patcher/base/base.h"
+#include "opal/mca/patcher/linux/patcher_linux_reloc.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/memoryhooks/memory_intercepts.h"
 #include "opal/runtime/opal.h"
@@ -93,6 +95,38 @@ static void print_params(const char *framework, const char *component)
     mca_base_var_foreach(print_param, &filter);
 }
 
+/* The architecture this build is for, and how each component patches there. */
+static void print_arch(void)
+{
+#if defined(__x86_64__)
+    const char *arch = "x86_64";
+#elif defined(__aarch64__)
+    const char *arch = "aarch64";
+#elif defined(__i386__)
+    const char *arch = "i386";
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
+    const char *arch = "ppc64le";
+#elif defined(__riscv) && 64 == __riscv_xlen
+    const char *arch = "riscv64";
+#else
+    const char *arch = "unknown";
+#endif
+    printf("  Architecture: %s\n", arch);
+#if MCA_PATCHER_LINUX_HAVE_RELOC
+    printf("    linux: GOT slots, one aligned pointer store each (relocations %s)\n",
+           MCA_PATCHER_LINUX_RELOC_NAMES);
+#else
+    printf("    linux: declines (its GOT relocation types are not known for %s)\n", arch);
+#endif
+    /* The shape of each patch (the slot, or the jump written) is in the
+     * self-test's list of patches applied. */
+    if (MCA_PATCHER_OVERWRITE_HAVE_ARCH) {
+        printf("    overwrite: a jump written over each target's entry\n");
+    } else {
+        printf("    overwrite: declines (no instruction support for %s)\n", arch);
+    }
+}
+
 static void print_header(void)
 {
     printf("opal-patcher %s\n", OPAL_PATCHER_VERSION);
@@ -104,7 +138,9 @@ static void print_header(void)
     for (size_t i = 0; i < n; i++) {
         printf(" %s", names[i]);
     }
-    printf("\n  Limit: calls that bypass every libc entry point (a raw syscall(SYS_munmap, ...),\n"
+    printf("\n");
+    print_arch();
+    printf("  Limit: calls that bypass every libc entry point (a raw syscall(SYS_munmap, ...),\n"
            "         a runtime with its own system call layer) are seen by no component.\n");
 }
 
