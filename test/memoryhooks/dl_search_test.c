@@ -618,7 +618,8 @@ static char *run_probe(const case_t *c, bool hooks, const char *exe, int uid)
             printf("R: cannot become uid %d: %s\n", uid, strerror(errno));
             _exit(2);
         }
-        test_execv(exe, (char *[]) {(char *) exe, "probe", (char *) c->name, hooks ? "1" : "0", NULL});
+        test_execv(exe,
+                   (char *[]){(char *) exe, "probe", (char *) c->name, hooks ? "1" : "0", NULL});
         printf("R: cannot run %s: %s\n", exe, strerror(errno));
         _exit(2);
     }

@@ -83,7 +83,7 @@ static char *exec_dump(const char *self)
     if (0 == pid) {
         dup2(fds[1], 1);
         close(fds[0]);
-        test_execv(self, (char *[]) {(char *) self, "--dump", NULL});
+        test_execv(self, (char *[]){(char *) self, "--dump", NULL});
         _exit(127);
     }
     close(fds[1]);

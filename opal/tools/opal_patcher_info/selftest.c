@@ -34,7 +34,7 @@
 #pragma weak dlclose
 #pragma weak dlmopen
 
-#define SENTINEL ((long) 0x5a5a0f0f12345678ULL) /* its low half where long has 32 bits */
+#define SENTINEL   ((long) 0x5a5a0f0f12345678ULL) /* its low half where long has 32 bits */
 #define MAX_EVENTS 256
 
 typedef struct event_t {
@@ -234,7 +234,8 @@ static int check_mmap(void)
         p = map_pages(2);
         start_check((uintptr_t) p);
         char *r = mmap64(p, page, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off64_t) page);
-        failed += expect_release("mmap64 (MAP_FIXED over pages)", (uintptr_t) p, (uintptr_t) p + page);
+        failed += expect_release("mmap64 (MAP_FIXED over pages)", (uintptr_t) p,
+                                 (uintptr_t) p + page);
         const bool at_offset = r == p && 'B' == r[0];
         failed += report("mmap64 (a file offset)", at_offset,
                          at_offset ? "" : "the mapping does not show the page at the offset given");

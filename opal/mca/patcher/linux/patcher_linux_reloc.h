@@ -42,7 +42,7 @@
 #    define MCA_PATCHER_LINUX_R_JUMP_SLOT R_PPC64_JMP_SLOT
 #    define MCA_PATCHER_LINUX_R_GLOB_DAT  R_PPC64_GLOB_DAT
 #    define MCA_PATCHER_LINUX_R_ADDR      R_PPC64_ADDR64
-#    define MCA_PATCHER_LINUX_RELOC_NAMES                                                    \
+#    define MCA_PATCHER_LINUX_RELOC_NAMES \
         "R_PPC64_JMP_SLOT, R_PPC64_GLOB_DAT, R_PPC64_ADDR64 with addend 0 (Rela)"
 #elif defined(__riscv) && 64 == __riscv_xlen
 #    define MCA_PATCHER_LINUX_R_JUMP_SLOT R_RISCV_JUMP_SLOT
@@ -63,7 +63,7 @@
 #    endif
 
 /* Whether the relocation at rel (entsize bytes: Rel or Rela) fills a GOT slot. */
-static inline bool mca_patcher_linux_reloc_is_slot(const ElfW(Rel) *rel, size_t entsize)
+static inline bool mca_patcher_linux_reloc_is_slot(const ElfW(Rel) * rel, size_t entsize)
 {
     const unsigned long type = MCA_PATCHER_LINUX_R_TYPE(rel->r_info);
     if (MCA_PATCHER_LINUX_R_JUMP_SLOT == type) {

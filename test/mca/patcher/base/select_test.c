@@ -70,7 +70,8 @@ int main(void)
     const char *overwrite = MCA_PATCHER_OVERWRITE_HAVE_ARCH ? "overwrite" : "";
     CHECK(0 == strcmp(select_with("overwrite", NULL, NULL), overwrite));
     CHECK(0 == strcmp(select_with("^linux", NULL, NULL), overwrite));
-    CHECK(0 == strcmp(select_with(NULL, NULL, NULL), MCA_PATCHER_OVERWRITE_HAVE_ARCH ? "overwrite" : "linux"));
+    CHECK(0 == strcmp(select_with(NULL, NULL, NULL),
+                      MCA_PATCHER_OVERWRITE_HAVE_ARCH ? "overwrite" : "linux"));
     CHECK(0 == strcmp(select_with(NULL, "OMPI_MCA_patcher_linux_priority", "100"), "linux"));
     CHECK(0 == strcmp(select_with("linux,overwrite", "OMPI_MCA_patcher_overwrite_priority", "1"), "linux"));
 
