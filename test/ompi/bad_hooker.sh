@@ -1,7 +1,8 @@
 #!/bin/sh
 # What memory/opatch finds in place when Open MPI starts (test/ompi/prior_hooker.c,
 # LD_PRELOADed into the ranks):
-#   wx    mprotect refuses writable+executable pages: ours says so and declines;
+#   wx    mprotect refuses writable+executable pages: ours with overwrite says
+#         so and declines, with linux (GOT slots only) it works;
 #   int3  another tool's breakpoint at munmap's entry, which cannot be moved:
 #         ours says so and declines, and that tool still sees every munmap;
 #   jump  another hooker's jmp at munmap's entry: ours goes in front and
@@ -39,6 +40,12 @@ declined() {
 
 declined wx 'mprotect refused to make the page writable'
 [ "$(count 'prior hooker: wx refused [1-9]')" -eq 2 ] || fail "wx: mprotect was not refused"
+# Under W^X Open MPI 4.1.4's memory/patcher crashes (README); our linux
+# mechanism writes no code and works.
+hooked wx 1 OMPI_MCA_memory_opatch_patcher=linux
+[ "$(count "memory opatch: active.*opal-patcher's linux component")" -eq 2 ] &&
+    [ "$(count 'grdma: stats (hit/miss/found/not found/evicted/tree size): 0/2/')" -eq 2 ] ||
+    fail "wx: memory/opatch with linux must be active and deliver the release"
 
 declined int3 'function too short: ret/int3/hlt/ud2'
 [ "$(count 'prior hooker: int3 saw [1-9]')" -eq 2 ] || fail "int3: the other tool's hook no longer runs"
