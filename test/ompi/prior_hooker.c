@@ -4,13 +4,14 @@
  *
  *   wx     mprotect refuses to make a page writable and executable at once
  *          (a W^X policy: SELinux execmod, PaX MPROTECT)
- *   int3   another tool's hook at munmap's entry: a breakpoint, its SIGTRAP
+ *   int3   another tool's hook at the entry of munmap (or of the libc
+ *          function OPATCH_TEST_HOOKER_AT names): a breakpoint, its SIGTRAP
  *          handler counts the call and carries out the instruction it covers
  *   jump   another hooker's jmp rel32 at munmap's entry to a hook that
  *          counts the call and makes the system call itself
  *
  * At exit each says what it saw: "prior hooker: wx refused N", or "prior
- * hooker: int3|jump saw N munmap calls".
+ * hooker: int3|jump saw N calls of FUNCTION".
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,9 +26,9 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-static const char *mode = "";
+static const char *mode = "", *function = "munmap";
 static unsigned long seen;
-static uint8_t *entry;     /* munmap's first instruction after an endbr64 */
+static uint8_t *entry;     /* the function's first instruction after an endbr64 */
 static uint32_t entry_imm; /* of the mov $imm32, %eax the hook covers */
 
 int mprotect(void *addr, size_t len, int prot)
@@ -76,13 +77,17 @@ __attribute__((constructor)) static void install(void)
     if (0 != strcmp(mode, "int3") && 0 != strcmp(mode, "jump")) {
         return;
     }
-    entry = dlsym(RTLD_NEXT, "munmap");
+    const char *at = getenv("OPATCH_TEST_HOOKER_AT");
+    if (NULL != at && 0 == strcmp(mode, "int3")) {
+        function = at;
+    }
+    entry = dlsym(RTLD_NEXT, function);
     if (NULL != entry && 0 == memcmp(entry, "\xf3\x0f\x1e\xfa", 4)) {
         entry += 4;
     }
     /* Both hooks cover the 5-byte mov $imm32, %eax of glibc's system call wrapper. */
     if (NULL == entry || 0xb8 != entry[0]) {
-        fprintf(stderr, "prior hooker: munmap does not start with mov $imm32, %%eax here\n");
+        fprintf(stderr, "prior hooker: %s does not start with mov $imm32, %%eax here\n", function);
         mode = "";
         return;
     }
@@ -110,6 +115,6 @@ __attribute__((destructor)) static void report(void)
     if (0 == strcmp(mode, "wx")) {
         fprintf(stderr, "prior hooker: wx refused %lu\n", seen);
     } else if ('\0' != mode[0]) {
-        fprintf(stderr, "prior hooker: %s saw %lu munmap calls\n", mode, seen);
+        fprintf(stderr, "prior hooker: %s saw %lu calls of %s\n", mode, seen, function);
     }
 }
