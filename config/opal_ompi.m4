@@ -1,7 +1,10 @@
 dnl --with-ompi[=DIR]: build our hooks as memory and patcher components of an
 dnl installed Open MPI 4.x (ompi/), against its development headers and
 dnl libopen-pal.  DIR is the Open MPI prefix (DIR/bin/mpicc); without it the
-dnl mpicc in PATH tells where the headers and the library are.
+dnl mpicc in PATH tells where the headers and the library are.  DIR's mpicc
+dnl is asked with OPAL_PREFIX=DIR, Open MPI's own way to relocate an
+dnl installation: a tree copied or linked elsewhere then names its own
+dnl directories, not those its files were built for.
 
 AC_ARG_WITH([ompi],
     [AS_HELP_STRING([--with-ompi@<:@=DIR@:>@],
@@ -12,13 +15,15 @@ AS_IF([test "$with_ompi" != no], [
     opal_ompi_why=""
     AS_IF([test "$enable_shared" = no], [opal_ompi_why="components need a shared build"])
     AS_IF([test -z "$opal_ompi_why"], [
+        opal_ompi_env=
         AS_IF([test -n "$with_ompi" && test "$with_ompi" != yes],
-              [AC_PATH_PROG([OMPI_MPICC], [mpicc], [], [$with_ompi/bin])],
+              [AC_PATH_PROG([OMPI_MPICC], [mpicc], [], [$with_ompi/bin])
+               opal_ompi_env="OPAL_PREFIX=$with_ompi"],
               [AC_PATH_PROG([OMPI_MPICC], [mpicc])])
         AS_IF([test -z "$OMPI_MPICC"], [opal_ompi_why="no mpicc found"])])
     AS_IF([test -z "$opal_ompi_why"], [
-        opal_ompi_incdirs=`$OMPI_MPICC --showme:incdirs 2>/dev/null`
-        opal_ompi_libdirs=`$OMPI_MPICC --showme:libdirs 2>/dev/null`
+        opal_ompi_incdirs=`env $opal_ompi_env $OMPI_MPICC --showme:incdirs 2>/dev/null`
+        opal_ompi_libdirs=`env $opal_ompi_env $OMPI_MPICC --showme:libdirs 2>/dev/null`
         AS_IF([test -z "$opal_ompi_incdirs"], [opal_ompi_why="$OMPI_MPICC is not Open MPI's (no --showme:incdirs)"])])
     AS_IF([test -z "$opal_ompi_why"], [
         OMPI_CPPFLAGS=
@@ -43,8 +48,8 @@ AS_IF([test "$with_ompi" != no], [
         AC_PATH_PROG([OMPI_MPIRUN], [mpirun], [], [$opal_ompi_bindir])
         AC_PATH_PROG([OMPI_INFO], [ompi_info], [], [$opal_ompi_bindir])
         dnl The MPI programs of the tests (test/ompi/).
-        OMPI_MPI_CFLAGS=`$OMPI_MPICC --showme:compile`
-        OMPI_MPI_LIBS=`$OMPI_MPICC --showme:link`
+        OMPI_MPI_CFLAGS=`env $opal_ompi_env $OMPI_MPICC --showme:compile`
+        OMPI_MPI_LIBS=`env $opal_ompi_env $OMPI_MPICC --showme:link`
         opal_have_ompi=yes])
     AS_IF([test $opal_have_ompi = no && test -n "$with_ompi"],
           [AC_MSG_ERROR([--with-ompi: $opal_ompi_why])])

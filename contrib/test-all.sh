@@ -8,7 +8,8 @@
 #   static    --enable-static --disable-shared
 #   asan      AddressSanitizer + UndefinedBehaviorSanitizer
 #   distcheck make distcheck
-#   ompi      the Open MPI components (ompi/) under Debian's Open MPI: make check-ompi
+#   ompi      the Open MPI components (ompi/) under Debian's Open MPI: make check-ompi;
+#             and configure's other routes to them (default, --with-ompi=DIR)
 #   cross-aarch64 cross-ppc64le cross-riscv64 cross-i386
 #             configure --host=<triple>, make, and make check under qemu-user
 #             (no binfmt: every program runs as qemu-<arch> -L /usr/<triple>) of
@@ -173,6 +174,70 @@ cross() {
     echo "=== $arch: $((passed - p0)) passed, $((failed - f0)) failed, $((skipped - s0)) skipped"
 }
 
+# ompi_route NAME WANT-MPICC CONFIGURE-ARGS...: in the current (ompi) build
+# directory, the Open MPI components built in _build/NAME by another route
+# of configure are these, from the same headers: configure found WANT-MPICC,
+# and each component has the same code, exports and libraries.
+ompi_route() {
+    local name=$1 want=$2 ref=$PWD dir="$top/_build/$1" la so why=""
+    shift 2
+    rm -rf "$dir" && mkdir -p "$dir"
+    local comps=(ompi/mca_memory_opatch.la ompi/mca_patcher_opatch_overwrite.la ompi/mca_patcher_opatch_linux.la)
+    if ! (cd "$dir" && "$top/configure" "$@" >configure.out 2>&1 &&
+          make -j"$jobs" "${comps[@]}" >make.out 2>&1); then
+        why="configure $* or the build failed (_build/$name/configure.out, make.out)"
+    elif ! grep -q "Open MPI components (ompi/): yes, against $want\$" "$dir/configure.out"; then
+        why="configure did not find $want: $(grep 'Open MPI components' "$dir/configure.out")"
+    elif [ "$(sed -n 's/^OMPI_CPPFLAGS = //p' "$dir/Makefile")" != "$(sed -n 's/^OMPI_CPPFLAGS = //p' Makefile |
+               sed "s|-I$(ompi_info --path prefix | sed 's/.*: //')/|-I${want%/bin/mpicc}/|g")" ]; then
+        why="the headers are not those of $want: $(sed -n 's/^OMPI_CPPFLAGS = //p' "$dir/Makefile")"
+    else
+        for la in "${comps[@]}"; do
+            so=$(basename "$la" .la).so
+            for view in "objdump -d --section=.text" "nm -D --defined-only" "readelf -d"; do
+                if ! diff <($view "$ref/ompi/.libs/$so" | grep -v 'file format' | grep -v '(RUNPATH)') \
+                          <($view "$dir/ompi/.libs/$so" | grep -v 'file format' | grep -v '(RUNPATH)') >/dev/null; then
+                    why="$why $so differs in '$view';"
+                fi
+            done
+        done
+    fi
+    if [ -z "$why" ]; then
+        echo "[$name] configure $*: the same components from $want: passed"; passed=$((passed + 1))
+    else
+        echo "[$name] FAILED: $why"; failed=$((failed + 1)); failures+=("$name")
+    fi
+}
+
+# The two other routes to Open MPI: by default, the mpicc in PATH; and
+# --with-ompi=DIR, DIR a prefix of links to the installed Open MPI's
+# directories (what a relocated installation looks like to configure).
+ompi_routes() {
+    local farm="$top/_build/ompi-farm" prefix d kind tool
+    ompi_route ompi-default "$(command -v mpicc)"
+    rm -rf "$farm" && mkdir -p "$farm/bin"
+    for tool in mpicc mpirun ompi_info; do
+        ln -s "$(command -v $tool)" "$farm/bin/$tool"
+    done
+    prefix=$(ompi_info --path prefix | sed 's/.*: //')
+    for kind in incdir libdir pkgdatadir; do
+        d=$(ompi_info --path $kind | sed 's/.*: //')
+        mkdir -p "$(dirname "$farm${d#"$prefix"}")" && ln -s "$d" "$farm${d#"$prefix"}"
+    done
+    ompi_route ompi-dir "$farm/bin/mpicc" --with-ompi="$farm"
+    # A DIR without Open MPI: configure stops, naming what it did not find.
+    local dir="$top/_build/ompi-nodir"
+    rm -rf "$dir" && mkdir -p "$dir"
+    if ! (cd "$dir" && "$top/configure" --with-ompi="$dir/none" >configure.out 2>&1) &&
+        grep -q "error: --with-ompi: no mpicc found" "$dir/configure.out"; then
+        echo "[ompi-nodir] configure --with-ompi=DIR without Open MPI stops with a clear error: passed"
+        passed=$((passed + 1))
+    else
+        echo "[ompi-nodir] FAILED: configure --with-ompi=DIR without Open MPI: $(tail -1 "$dir/configure.out")"
+        failed=$((failed + 1)); failures+=(ompi-nodir)
+    fi
+}
+
 run_config() {
     case $1 in
     dso)
@@ -207,7 +272,8 @@ run_config() {
         fi ;;
     ompi)
         build ompi --with-ompi || { failed=$((failed + 1)); failures+=(ompi); return; }
-        check_target check-ompi ompi ;;
+        check_target check-ompi ompi
+        ompi_routes ;;
     cross-aarch64) cross aarch64 aarch64-linux-gnu 65536 ;;
     cross-ppc64le) cross ppc64le powerpc64le-linux-gnu 65536 ;;
     cross-riscv64) cross riscv64 riscv64-linux-gnu ;;

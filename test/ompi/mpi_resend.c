@@ -12,7 +12,11 @@
  *
  * OPATCH_TEST_UNPATCHABLE=<libc function>: make it impossible to patch
  * for an overwrite patcher before MPI_Init (test/support/unpatchable.h).
+ * OPATCH_TEST_SNAPSHOT=1 (with LD_BIND_NOW=1): compare what a patcher may
+ * write (test/support/snapshot.h) before and after MPI_Init, and print
+ * "rank R nothing patched" or "rank R patched: N regions changed".
  */
+#define _GNU_SOURCE /* dladdr, dl_iterate_phdr */
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../support/snapshot.h"
 #include "../support/unpatchable.h"
 
 #define LEN (4 << 20)
@@ -31,10 +36,24 @@ int main(int argc, char **argv)
     if (NULL != broken) {
         test_make_unpatchable(&unpatchable, broken);
     }
+    const bool snapshot = NULL != getenv("OPATCH_TEST_SNAPSHOT");
+    static snapshot_t before;
+    if (snapshot) {
+        snapshot_take(&before);
+    }
     int rank, status = 0;
     void *first = NULL;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (snapshot) {
+        const int changed = snapshot_diff(&before, "after MPI_Init");
+        if (0 == changed) {
+            printf("rank %d nothing patched\n", rank);
+        } else {
+            printf("rank %d patched: %d regions changed\n", rank, changed);
+        }
+        snapshot_free(&before);
+    }
     for (int round = 0; round < 2; round++) {
         char *buf = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         const char fill = (char) ('a' + round);

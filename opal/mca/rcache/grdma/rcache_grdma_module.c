@@ -253,7 +253,15 @@ static void release_chain(grdma_t *m, reg_t *chain)
         if (reg->reg_fork_gen == gen) {
             m->resources.deregister_mem(m->resources.reg_data, reg);
         }
-        mca_rcache_base_frames_release(reg);
+        /*
+         * Frames are recorded only by a module made with verify_frames; in
+         * any other, reg_frames stays NULL (slabs are zeroed), and reading
+         * it would cost the deregistration a cold line (it lies past the
+         * registration's first line).  Either way a spare slot's is NULL.
+         */
+        if (m->verify_frames) {
+            mca_rcache_base_frames_release(reg);
+        }
         state_store(reg, 0, 0);
         last = reg;
     }
@@ -615,8 +623,7 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
     reg->bound = (unsigned char *) bound;
     reg->alloc_base = addr;
     reg->access_flags = access_flags;
-    reg->reg_fork_gen = m->fork_gen;
-    reg->reg_frames = NULL;
+    reg->reg_fork_gen = m->fork_gen; /* reg_frames: NULL in every spare (release_chain) */
     /*
      * The whole state in one store (no reader takes a reference while it
      * is REGISTERING), then linked: visible (but never a hit) while
