@@ -111,9 +111,12 @@ static int find_dsos(mca_base_framework_t *framework)
     char *save = NULL;
     for (char *dir = strtok_r(paths, ":", &save); dir && OPAL_SUCCESS == rc;
          dir = strtok_r(NULL, ":", &save)) {
-        /* Load in name order, so that the result does not depend on readdir. */
-        struct dirent **entries;
-        int n = scandir(dir, &entries, NULL, alphasort);
+        /* Load in name order, so that the result does not depend on readdir.
+         * The 64-bit interface also where off_t has 32 bits (i386): a
+         * file system's 64-bit directory offsets fail the other with
+         * EOVERFLOW (ext4 under qemu-user, NFS). */
+        struct dirent64 **entries;
+        int n = scandir64(dir, &entries, NULL, alphasort64);
         for (int i = 0; i < n; i++) {
             if (OPAL_SUCCESS == rc && 0 == strncmp(entries[i]->d_name, prefix, strlen(prefix))) {
                 rc = load_dso(framework, dir, entries[i]->d_name);
