@@ -138,9 +138,9 @@ cross_selftest() {
 
 # The tests that follow the page size and run under qemu-user's larger pages:
 # the registration cache's.  The hooks cannot be set up there: qemu 7.2's
-# emulated /proc/self/maps leaves out the mappings that do not fill whole
-# guest pages (the data segments with the GOT), so no page protection can be
-# read to write a slot (that run says SKIP).
+# emulated /proc/self/maps leaves out the data segments there (where the GOT
+# slots are), so no page protection can be read to write a slot (that run
+# says SKIP).
 page_tests="test/mca/rcache/rcache_grdma_test test/mca/rcache/rcache_pgindex_test
     test/mca/rcache/rcache_many_test test/mca/rcache/rcache_lockfree_test"
 
