@@ -79,7 +79,10 @@ static int load_dso(mca_base_framework_t *framework, const char *dir, const char
     }
 
     char path[4096], symbol[128];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if ((size_t) snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path)) {
+        opal_output("%s: %s/%s: path too long: ignored", fw, dir, file);
+        return OPAL_SUCCESS;
+    }
     snprintf(symbol, sizeof(symbol), "mca_%s_%s_component", fw, name);
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (NULL == handle) {
