@@ -16,8 +16,8 @@
 #             the DSO build with patcher=linux and =overwrite (where the overwrite
 #             component has no instructions for the architecture its runs SKIP),
 #             and the built-in build's self-test; aarch64 and ppc64le also with
-#             64 KiB pages (qemu -p 65536: the tests whose ranges follow the page
-#             size).  One summary line per architecture.
+#             64 KiB pages (qemu -p 65536: the registration cache's tests; the
+#             hooks there SKIP, see page_tests).  One summary line per architecture.
 #
 # Usage: contrib/test-all.sh [configuration...]   (default: all of them)
 set -uo pipefail
@@ -137,9 +137,13 @@ cross_selftest() {
     done
 }
 
-page_tests="test/memoryhooks/events_test test/memoryhooks/selftest.sh test/memoryhooks/restore_test
-    test/memoryhooks/concurrency_test test/mca/rcache/rcache_grdma_test test/mca/rcache/rcache_pgindex_test
-    test/mca/rcache/rcache_many_test test/mca/rcache/rcache_leave_pinned_test test/mca/rcache/rcache_threads_test"
+# The tests that follow the page size and run under qemu-user's larger pages:
+# the registration cache's.  The hooks cannot be set up there: qemu 7.2's
+# emulated /proc/self/maps leaves out the data segments there (where the GOT
+# slots are), so no page protection can be read to write a slot (that run
+# says SKIP).
+page_tests="test/mca/rcache/rcache_grdma_test test/mca/rcache/rcache_pgindex_test
+    test/mca/rcache/rcache_many_test test/mca/rcache/rcache_lockfree_test"
 
 # cross ARCH TRIPLE [PAGESIZE]: the DSO build's make check with both
 # components (and again with PAGESIZE-byte pages), the built-in build's
@@ -161,6 +165,9 @@ cross() {
             QEMU_PAGESIZE=$pagesize OMPI_MCA_patcher=linux make -j"$jobs" check TESTS="$page_tests" \
                 >"check-$n.out" 2>&1
             count "$n" "check-$n.out"
+            echo "[$n] SKIP: the hooks with $pagesize-byte pages: qemu-user's emulated" \
+                 "/proc/self/maps leaves out the GOT's mappings there (no page protection to read)"
+            skipped=$((skipped + 1))
         fi
     else
         failed=$((failed + 1)); failures+=("cross-$arch")

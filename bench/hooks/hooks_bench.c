@@ -13,6 +13,7 @@
 #include "opal_config.h"
 
 #include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,13 @@ typedef void (*op_fn_t)(void);
 static void op_munmap_einval(void)
 {
     /* Page aligned, but longer than any address space: the kernel says
-     * EINVAL at once, so what is left is the interception path. */
+     * EINVAL at once, so what is left is the interception path.  (32 bits:
+     * past the end of even a 64-bit kernel's 4 GiB for a 32-bit process.) */
+#if SIZE_MAX > 0xffffffffu
     munmap((void *) 0x10000, (size_t) 1 << 62);
+#else
+    munmap((void *) 0x10000, (size_t) 0xffff0000u);
+#endif
 }
 
 static void op_mmap_munmap(size_t len)

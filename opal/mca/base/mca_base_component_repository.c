@@ -79,7 +79,10 @@ static int load_dso(mca_base_framework_t *framework, const char *dir, const char
     }
 
     char path[4096], symbol[128];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if ((size_t) snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path)) {
+        opal_output("%s: %s/%s: path too long: ignored", fw, dir, file);
+        return OPAL_SUCCESS;
+    }
     snprintf(symbol, sizeof(symbol), "mca_%s_%s_component", fw, name);
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (NULL == handle) {
@@ -111,9 +114,12 @@ static int find_dsos(mca_base_framework_t *framework)
     char *save = NULL;
     for (char *dir = strtok_r(paths, ":", &save); dir && OPAL_SUCCESS == rc;
          dir = strtok_r(NULL, ":", &save)) {
-        /* Load in name order, so that the result does not depend on readdir. */
-        struct dirent **entries;
-        int n = scandir(dir, &entries, NULL, alphasort);
+        /* Load in name order, so that the result does not depend on readdir.
+         * The 64-bit interface also where off_t has 32 bits (i386): a
+         * file system's 64-bit directory offsets fail the other with
+         * EOVERFLOW (ext4 under qemu-user, NFS). */
+        struct dirent64 **entries;
+        int n = scandir64(dir, &entries, NULL, alphasort64);
         for (int i = 0; i < n; i++) {
             if (OPAL_SUCCESS == rc && 0 == strncmp(entries[i]->d_name, prefix, strlen(prefix))) {
                 rc = load_dso(framework, dir, entries[i]->d_name);

@@ -59,6 +59,11 @@ static uint64_t next_rand(void)
     return rng;
 }
 
+/* Page numbers (of 4 KiB pages): the last one of the address space, and a
+ * dense window where mmap puts things (64 or 32 bits). */
+#define TOP_PAGE   (UINTPTR_MAX >> 12)
+#define DENSE_BASE (UINTPTR_MAX > 0xffffffffu ? (uintptr_t) 0x7f0000000ull : (uintptr_t) 0xb0000)
+
 /* Where ranges live: a dense window, plus a few far away (page 0, the top). */
 static uintptr_t random_page(void)
 {
@@ -66,9 +71,9 @@ static uintptr_t random_page(void)
     case 0:
         return next_rand() % 64;
     case 1:
-        return ((uintptr_t) 1 << 52) - 1 - next_rand() % 64;
+        return TOP_PAGE - next_rand() % 64;
     default:
-        return 0x7f0000000ull + next_rand() % 20000;
+        return DENSE_BASE + next_rand() % 20000;
     }
 }
 
@@ -214,7 +219,7 @@ static void concurrent_test(void)
     memset(present, 0, sizeof(present));
     CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
     for (size_t i = 0; i < N; i++) {
-        uintptr_t lo = 0x7f0000000ull + next_rand() % 4000;
+        uintptr_t lo = DENSE_BASE + next_rand() % 4000;
         set_range(i, lo, lo + random_span() % 16);
     }
     for (size_t i = 0; i < STABLE; i++) {

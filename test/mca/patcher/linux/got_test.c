@@ -182,11 +182,13 @@ int main(void)
     uintptr_t chain = 0;
     CHECK(OPAL_SUCCESS == opal_patcher->patch_symbol("got_target", (uintptr_t) target_intercept, &chain));
     target_chain = (int (*)(int)) chain;
-    CHECK_MSG(chain == real_target, "chain %#lx, definition %#lx", chain, real_target);
+    CHECK_MSG(chain == real_target, "chain %p, definition %p", (void *) chain,
+              (void *) real_target);
     /* A slot still lazily bound: the chain is the definition, never the PLT stub. */
     CHECK(OPAL_SUCCESS == opal_patcher->patch_symbol("got_target2", (uintptr_t) target2_intercept, &chain));
     target2_chain = (int (*)(int)) chain;
-    CHECK_MSG(chain == real_target2, "lazy: chain %#lx, definition %#lx", chain, real_target2);
+    CHECK_MSG(chain == real_target2, "lazy: chain %p, definition %p", (void *) chain,
+              (void *) real_target2);
 
     /* Object loaded before: PLT slot and GLOB_DAT slot; RELRO still read-only. */
     intercepted = 0;
