@@ -137,17 +137,22 @@ static void resolve_fault(const struct uffd_msg *msg)
     (void) ioctl(uffd, UFFDIO_WRITEPROTECT, &wp);
 }
 
-/* The released range of an event; false for a fault. */
+/*
+ * The released range of an event; false for a fault.  Bit 0 of the start
+ * (page aligned) says the mapping went too (UNMAP, REMAP: the kernel no
+ * longer watches it); REMOVE (madvise) keeps the mapping, and its watch.
+ */
+#define GONE ((uintptr_t) 1)
 static bool msg_range(const struct uffd_msg *msg, uintptr_t *start, uintptr_t *len)
 {
     switch (msg->event) {
     case UFFD_EVENT_UNMAP:
     case UFFD_EVENT_REMOVE:
-        *start = msg->arg.remove.start;
+        *start = msg->arg.remove.start | (UFFD_EVENT_UNMAP == msg->event ? GONE : 0);
         *len = msg->arg.remove.end - msg->arg.remove.start;
         return *len > 0;
     case UFFD_EVENT_REMAP:
-        *start = msg->arg.remap.from;
+        *start = msg->arg.remap.from | GONE;
         *len = msg->arg.remap.len;
         return *len > 0;
     case UFFD_EVENT_PAGEFAULT:
@@ -184,10 +189,33 @@ static void push(uintptr_t start, uintptr_t len)
     }
 }
 
+static void table_remove(uintptr_t start, uintptr_t end, bool kernel);
+
+/*
+ * A lookup delivers an event: the range leaves the table first (the
+ * kernel forgot a range whose pages are gone), waiting for the lock: a
+ * lookup holds nothing a subscriber could wait for.
+ */
+static __thread bool dispatching
+    __attribute__((tls_model("initial-exec"))); /* no allocation on first touch */
+
 static void dispatch(uintptr_t start, uintptr_t len)
 {
     const uintptr_t mask = opal_mem_hooks_page_size - 1;
-    opal_mem_hooks_dispatch(start & ~mask, len + (start & mask), false);
+    const bool gone = start & GONE;
+    start &= ~mask;
+    if (gone) {
+        pthread_mutex_lock(&table_lock);
+        if (__atomic_load_n(&started, __ATOMIC_RELAXED)) {
+            table_remove(start, start + len, false);
+        }
+        pthread_mutex_unlock(&table_lock);
+    }
+    /* The callbacks' unsubscribe is not for our own (late) events: the pages
+     * may have been mapped and subscribed again since. */
+    dispatching = true;
+    opal_mem_hooks_dispatch(start, len, false);
+    dispatching = false;
 }
 
 /*
@@ -337,10 +365,9 @@ static int uffd_subscribe(void *addr, size_t len)
     while (j < table_n && table[j].start <= end) {
         j++;
     }
-    if (j == i + 1 && table[i].start <= start && table[i].end >= end) {
-        pthread_mutex_unlock(&table_lock); /* watched already */
-        return OPAL_SUCCESS;
-    }
+    /* Registered with the kernel even when the table covers it: the table may
+     * still hold a range whose pages went (its event not yet drained, or an
+     * unsubscribe that did not get the lock), and the new pages are not watched. */
     if (table_n - (j - i) + 1 > table_cap) {
         if (0 == __atomic_fetch_add(&refused, 1, __ATOMIC_RELAXED)) {
             opal_output("memory hooks: userfaultfd watches at most %zu ranges (a quarter of "
@@ -375,36 +402,27 @@ static void unregister(uintptr_t start, uintptr_t end)
 }
 
 /*
- * Called on the release path (maybe inside the allocator, maybe in a
- * signal handler): never waits for the lock.  What it does not take out
- * is reported by the kernel instead, one round trip later.
+ * Take [start, end) out of the table (lock held); with kernel, out of the
+ * kernel's registration too (a range already gone needs no ioctl).
  */
-static void uffd_unsubscribe(void *addr, size_t len)
+static void table_remove(uintptr_t start, uintptr_t end, bool kernel)
 {
-    uintptr_t start = (uintptr_t) addr, end = start + len;
-    if (end <= __atomic_load_n(&table_low, __ATOMIC_RELAXED) ||
-        start >= __atomic_load_n(&table_high, __ATOMIC_RELAXED) ||
-        0 != pthread_mutex_trylock(&table_lock)) {
-        return;
-    }
-    if (!__atomic_load_n(&started, __ATOMIC_RELAXED)) {
-        pthread_mutex_unlock(&table_lock);
-        return;
-    }
     size_t i = table_find(start + 1), j = i; /* entries that overlap, not merely touch */
     while (j < table_n && table[j].start < end) {
         j++;
     }
     if (j == i + 1 && table[i].start < start && table[i].end > end) {
         if (table_n < table_cap) { /* a split needs one more entry; without one, keep watching */
-            unregister(start, end);
+            if (kernel) {
+                unregister(start, end);
+            }
             memmove(&table[i + 2], &table[i + 1], (table_n - i - 1) * sizeof(*table));
             table[i + 1] = (range_t){end, table[i].end};
             table[i].end = start;
             table_n++;
         }
     } else if (j > i) {
-        for (size_t k = i; k < j; k++) {
+        for (size_t k = i; kernel && k < j; k++) {
             unregister(table[k].start > start ? table[k].start : start,
                        table[k].end < end ? table[k].end : end);
         }
@@ -422,6 +440,24 @@ static void uffd_unsubscribe(void *addr, size_t len)
         table_n = table_n - (j - i) + nkeep;
     }
     table_span();
+}
+
+/*
+ * Called on the release path (maybe inside the allocator, maybe in a
+ * signal handler): never waits for the lock.  What it does not take out
+ * is reported by the kernel instead, one round trip later.
+ */
+static void uffd_unsubscribe(void *addr, size_t len)
+{
+    uintptr_t start = (uintptr_t) addr, end = start + len;
+    if (dispatching || end <= __atomic_load_n(&table_low, __ATOMIC_RELAXED) ||
+        start >= __atomic_load_n(&table_high, __ATOMIC_RELAXED) ||
+        0 != pthread_mutex_trylock(&table_lock)) {
+        return;
+    }
+    if (__atomic_load_n(&started, __ATOMIC_RELAXED)) {
+        table_remove(start, end, true);
+    }
     pthread_mutex_unlock(&table_lock);
 }
 
