@@ -18,6 +18,7 @@ packages=(
     crossbuild-essential-arm64 crossbuild-essential-ppc64el     # cross compilers and C libraries:
     crossbuild-essential-i386 gcc-riscv64-linux-gnu             # aarch64, ppc64le, i386, riscv64
     libc6-dev-riscv64-cross                                     # (never gcc-multilib: it removes them)
+    golang-go musl-tools                                        # foreign releases for the userfaultfd source
 )
 
 missing=()

@@ -35,6 +35,7 @@ enum {
 };
 
 struct mca_rcache_base_module_t;
+struct opal_mem_source_t;
 
 typedef struct mca_rcache_base_registration_t {
     struct mca_rcache_base_module_t *rcache;
@@ -118,6 +119,13 @@ struct mca_rcache_base_module_t {
     /* Owned by the base: */
     opal_list_item_t rcache_live;  /* in the base's list of live modules */
     bool rcache_hooked;            /* holds a reference on the release callback */
+    /*
+     * The userfaultfd source (rcache_base_uffd on or strict), or NULL: the
+     * module subscribes each new registration's range and drains it at the
+     * start of every lookup; strict also confirms each hit's page frames.
+     */
+    const struct opal_mem_source_t *rcache_uffd;
+    bool rcache_uffd_strict;
 };
 
 /*

@@ -16,6 +16,7 @@
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/memoryhooks/memory_intercepts.h"
+#include "opal/memoryhooks/memory_uffd.h"
 #include "opal/runtime/opal.h"
 #include "opal/tools/opal_patcher_info/selftest.h"
 
@@ -142,6 +143,10 @@ static void print_header(void)
     print_arch();
     printf("  Limit: calls that bypass every libc entry point (a raw syscall(SYS_munmap, ...),\n"
            "         a runtime with its own system call layer) are seen by no component.\n");
+    /* The source that sees them, for the ranges the rcache caches (rcache_base_uffd). */
+    const char *uffd_off = opal_mem_uffd_probe();
+    printf("  userfaultfd source (rcache_base_uffd=on|strict): %s%s\n",
+           uffd_off ? "not available: " : "available", uffd_off ? uffd_off : "");
 }
 
 static int check_known_framework(const char *name)

@@ -48,6 +48,12 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libtcmalloc.so.4; do
 done
 OMPI_MCA_rcache_base_release_hooks=0 OMPI_MCA_rcache_base_verify_frames=1 \
     run "negative control: no release hooks" "" --expect-stale
+# Releases no patch sees: the userfaultfd source keeps them intact; without
+# it they corrupt (the negative control of the source).
+OMPI_MCA_rcache_base_uffd=on run "raw system calls, rcache_base_uffd=on" "" --raw
+OMPI_MCA_rcache_base_uffd=strict run "raw system calls, rcache_base_uffd=strict" "" --raw
+OMPI_MCA_rcache_base_uffd=off OMPI_MCA_rcache_base_verify_frames=1 \
+    run "negative control: raw system calls, rcache_base_uffd=off" "" --raw --expect-stale
 
 [ $status -ne 0 ] && exit 1
 [ $ran -eq 0 ] && { echo "SKIP: no configuration could run"; exit 77; }

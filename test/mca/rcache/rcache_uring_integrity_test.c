@@ -7,11 +7,16 @@
  * registration makes the kernel write into the old pages and the program
  * does not see the new data: the silent corruption RDMA users meet.
  *
- * Usage: rcache_uring_integrity_test [--expect-stale]
+ * Usage: rcache_uring_integrity_test [--raw] [--expect-stale]
  *   default        every release way must keep the data intact
+ *   --raw          the releases no patch sees instead (syscall(SYS_munmap),
+ *                  SYS_madvise DONTNEED, SYS_mremap, SYS_mmap MAP_FIXED):
+ *                  intact only with the userfaultfd source (rcache_base_uffd
+ *                  on or strict; SKIP where userfaultfd is refused)
  *   --expect-stale the negative control (run with mpi_leave_pinned=1 and
- *                  rcache_base_release_hooks=0): the test must SEE the
- *                  corruption, proving it can fail
+ *                  rcache_base_release_hooks=0, or --raw without the
+ *                  source): the test must SEE the corruption, proving it
+ *                  can fail
  * With rcache_base_verify_frames=1 the sanitizer's count is checked too:
  * zero normally, non-zero in the negative control.
  */
@@ -26,11 +31,13 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "opal/mca/rcache/base/base.h"
 #include "opal/mca/rcache/base/rcache_uring.h"
 #include "opal/memoryhooks/memory.h"
+#include "opal/memoryhooks/memory_uffd.h"
 #include "opal/runtime/opal.h"
 #include "test/support/test_util.h"
 
@@ -209,6 +216,42 @@ static void disp_shmdt(unsigned char *b)
     shmdt(b);
 }
 
+/* The same releases as system calls of our own: no libc entry point, no patch. */
+static unsigned char *rel_raw_munmap(unsigned char *b)
+{
+    syscall(SYS_munmap, b, SIZE);
+    return map_at(b);
+}
+static unsigned char *rel_raw_madvise(unsigned char *b)
+{
+    syscall(SYS_madvise, b, SIZE, MADV_DONTNEED);
+    return b;
+}
+static unsigned char *rel_raw_mremap(unsigned char *b)
+{
+    /* Move the pages away (to a reservation of our own), then map new ones here. */
+    void *to = mmap(NULL, SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    long moved = syscall(SYS_mremap, b, SIZE, SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+    if (moved != (long) to) {
+        return NULL;
+    }
+    syscall(SYS_munmap, to, SIZE);
+    return map_at(b);
+}
+static unsigned char *rel_raw_map_fixed(unsigned char *b)
+{
+    long p = syscall(SYS_mmap, b, SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    return p == (long) b ? b : NULL;
+}
+
+static const way_t raw_ways[] = {
+    {"syscall(SYS_munmap)", acq_mmap, rel_raw_munmap, disp_munmap},
+    {"syscall(SYS_madvise)", acq_mmap, rel_raw_madvise, disp_munmap},
+    {"syscall(SYS_mremap)", acq_mmap, rel_raw_mremap, disp_munmap},
+    {"syscall(SYS_mmap, FIXED)", acq_mmap, rel_raw_map_fixed, disp_munmap},
+};
+
 static const way_t ways[] = {
     {"munmap", acq_mmap, rel_munmap, disp_munmap},
     {"madvise(MADV_DONTNEED)", acq_mmap, rel_madvise, disp_munmap},
@@ -221,7 +264,8 @@ static const way_t ways[] = {
 
 int main(int argc, char **argv)
 {
-    bool expect_stale = argc > 1 && 0 == strcmp(argv[1], "--expect-stale");
+    bool raw = argc > 1 && 0 == strcmp(argv[1], "--raw");
+    bool expect_stale = argc > 1 && 0 == strcmp(argv[argc - 1], "--expect-stale");
     page = (size_t) sysconf(_SC_PAGESIZE);
     if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
         fprintf(stderr, "opal_init_util failed\n");
@@ -239,6 +283,10 @@ int main(int argc, char **argv)
     CHECK(src_fd >= 0);
     mca_rcache_base_resources_t res;
     mca_rcache_uring_resources(&dev, &res);
+    const char *uffd_off = raw && !expect_stale ? opal_mem_uffd_probe() : NULL;
+    if (uffd_off) {
+        TEST_SKIP("the userfaultfd source cannot start here: %s", uffd_off);
+    }
     rcache = mca_rcache_base_module_create(NULL, NULL, &res);
     if (NULL == rcache) {
         fprintf(stderr, "cannot create the rcache (see above)\n");
@@ -249,8 +297,10 @@ int main(int argc, char **argv)
     }
 
     unsigned stale = 0, tested = 0;
-    for (size_t w = 0; w < sizeof(ways) / sizeof(ways[0]); w++) {
-        const way_t *way = &ways[w];
+    const way_t *list = raw ? raw_ways : ways;
+    size_t nways = raw ? sizeof(raw_ways) / sizeof(raw_ways[0]) : sizeof(ways) / sizeof(ways[0]);
+    for (size_t w = 0; w < nways; w++) {
+        const way_t *way = &list[w];
         unsigned char *buf = way->acquire();
         if (NULL == buf) {
             printf("%-24s could not allocate: not tested\n", way->name);

@@ -24,6 +24,10 @@ extern mca_base_framework_t opal_rcache_base_framework;
 extern int mca_rcache_base_leave_pinned;   /* mpi_leave_pinned: -1 auto, 0 off, 1 on */
 extern int mca_rcache_base_verify_frames;  /* 0 off, 1 report stale hits, 2 report and abort */
 extern bool mca_rcache_base_release_hooks; /* false: test-only, no release callback */
+/* rcache_base_uffd: the userfaultfd source (opal/memoryhooks/memory_uffd.h) */
+enum { MCA_RCACHE_BASE_UFFD_OFF, MCA_RCACHE_BASE_UFFD_ON, MCA_RCACHE_BASE_UFFD_STRICT };
+extern int mca_rcache_base_uffd;
+extern const char *const mca_rcache_base_uffd_names[]; /* "off", "on", "strict" */
 
 /*
  * Incremented in the child after fork(): registrations made under an older
@@ -45,6 +49,8 @@ void mca_rcache_base_destroy_all(void);
  */
 void mca_rcache_base_frames_record(mca_rcache_base_registration_t *reg);
 bool mca_rcache_base_frames_check(mca_rcache_base_registration_t *reg, const char *call);
+/* The same without a word (rcache_base_uffd=strict confirms hits with it). */
+bool mca_rcache_base_frames_same(const mca_rcache_base_registration_t *reg);
 void mca_rcache_base_frames_release(mca_rcache_base_registration_t *reg);
 /* Stale hits the sanitizer has caught so far. */
 uint64_t mca_rcache_base_frames_mismatches(void);

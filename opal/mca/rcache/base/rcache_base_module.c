@@ -13,8 +13,9 @@
 #include <string.h>
 
 #include "opal/constants.h"
-#include "opal/memoryhooks/memory.h"
 #include "opal/mca/rcache/base/base.h"
+#include "opal/memoryhooks/memory.h"
+#include "opal/memoryhooks/memory_uffd.h"
 #include "opal/util/output.h"
 #include "opal/util/readers.h"
 
@@ -23,6 +24,7 @@ volatile uint32_t mca_rcache_base_fork_gen;
 static pthread_mutex_t base_lock = PTHREAD_MUTEX_INITIALIZER;
 static opal_list_t live_modules = OPAL_LIST_STATIC_INIT(live_modules); /* base_lock */
 static int hooked_modules; /* modules holding the release callback */
+static int uffd_modules;   /* modules using the userfaultfd source (base_lock) */
 static bool atfork_installed;
 
 #define MODULE_OF(item) \
@@ -57,6 +59,10 @@ void mca_rcache_base_release_cb(void *buf, size_t length, void *cbdata, bool fro
             m->rcache_release(m, buf, length, from_alloc);
         }
         opal_readers_leave(&slot->users);
+    }
+    /* Before the real call (a patch's event): the kernel need not tell us again. */
+    if (__atomic_load_n(&uffd_modules, __ATOMIC_RELAXED)) {
+        opal_mem_uffd_source.unsubscribe(buf, length);
     }
 }
 
@@ -196,6 +202,54 @@ static int hooks_for_new_module(bool *leave_pinned, bool *hooked)
     return OPAL_SUCCESS;
 }
 
+/*
+ * rcache_base_uffd on or strict, for a hooked module: start the source
+ * with the first one (base_lock held).  Asked for explicitly, so a refusal
+ * fails the creation, saying why.
+ */
+static int uffd_for_new_module(bool hooked, const opal_mem_source_t **source)
+{
+    *source = NULL;
+    const char *mode = mca_rcache_base_uffd_names[mca_rcache_base_uffd];
+    if (MCA_RCACHE_BASE_UFFD_OFF == mca_rcache_base_uffd || !hooked) {
+        return OPAL_SUCCESS; /* without hooks (leave_pinned off) the cache keeps nothing */
+    }
+    if (MCA_RCACHE_BASE_UFFD_STRICT == mca_rcache_base_uffd) {
+        uint64_t pfn;
+        if (OPAL_SUCCESS != mca_rcache_base_frames_read(&pfn, 1, &pfn)) {
+            opal_output(
+                "rcache: rcache_base_uffd=strict confirms each hit's page frames, which "
+                "/proc/self/pagemap does not show here (needs CAP_SYS_ADMIN); use on or off");
+            return OPAL_ERR_NOT_AVAILABLE;
+        }
+    }
+    const char *reason = NULL;
+    int rc = 0 == uffd_modules ? opal_mem_uffd_source.start(&reason) : OPAL_SUCCESS;
+    if (OPAL_SUCCESS != rc) {
+        opal_output("rcache: rcache_base_uffd=%s but the userfaultfd source cannot start here: "
+                    "%s; set rcache_base_uffd=off",
+                    mode, reason ? reason : opal_strerror(rc));
+        return rc;
+    }
+    if (0 == opal_mem_uffd_source.support_level()) {
+        /* Started in a parent: this forked child has the descriptor but no reader. */
+        opal_output("rcache: rcache_base_uffd=%s: no userfaultfd events in a child forked after "
+                    "the source started; set rcache_base_uffd=off here",
+                    mode);
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    __atomic_add_fetch(&uffd_modules, 1, __ATOMIC_RELAXED);
+    *source = &opal_mem_uffd_source;
+    return OPAL_SUCCESS;
+}
+
+static void drop_uffd_reference(void)
+{
+    if (0 == __atomic_sub_fetch(&uffd_modules, 1, __ATOMIC_RELAXED)) {
+        opal_mem_uffd_source.stop();
+    }
+}
+
 static void drop_hook_reference(void)
 {
     if (0 == --hooked_modules) {
@@ -224,12 +278,23 @@ mca_rcache_base_module_t *mca_rcache_base_module_create(const char *name, void *
     if (!atfork_installed && 0 == pthread_atfork(atfork_prepare, atfork_parent, atfork_child)) {
         atfork_installed = true;
     }
-    module = comp->rcache_create(user_data, resources, leave_pinned);
+    const opal_mem_source_t *uffd = NULL;
+    if (OPAL_SUCCESS == uffd_for_new_module(hooked, &uffd)) {
+        module = comp->rcache_create(user_data, resources, leave_pinned);
+    }
+    if (NULL != module) {
+        /* Before it is reachable: the release callback and the caller see it whole. */
+        module->rcache_uffd = uffd;
+        module->rcache_uffd_strict = MCA_RCACHE_BASE_UFFD_STRICT == mca_rcache_base_uffd;
+    }
     if (NULL != module && hooked && !slot_add(module)) {
         module->rcache_finalize(module);
         module = NULL;
     }
     if (NULL == module) {
+        if (uffd) {
+            drop_uffd_reference();
+        }
         if (hooked) {
             drop_hook_reference();
         }
@@ -252,7 +317,11 @@ static void destroy_locked(mca_rcache_base_module_t *module)
         slot_remove(module);
     }
     /* No release callback can reach the module any more. */
+    const bool uffd = NULL != module->rcache_uffd;
     module->rcache_finalize(module);
+    if (uffd) {
+        drop_uffd_reference();
+    }
     if (hooked) {
         drop_hook_reference();
     }

@@ -17,6 +17,7 @@
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/base.h"
 #include "opal/mca/rcache/grdma/rcache_grdma.h"
+#include "opal/memoryhooks/memory_source.h"
 
 typedef mca_rcache_base_registration_t reg_t;
 typedef mca_rcache_grdma_module_t grdma_t;
@@ -650,6 +651,35 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
 }
 
 /*
+ * rcache_base_uffd=strict: a hit whose pages have other frames than when
+ * it was registered lost its pages to a release whose event has not come
+ * yet (another thread mapped the address first).  It is invalidated and
+ * dropped here; false: look again.
+ */
+static __attribute__((noinline)) bool confirm_hit(grdma_t *m, reg_t *hit)
+{
+    if (mca_rcache_base_frames_same(hit)) {
+        return true;
+    }
+    reg_t *release = NULL;
+    pthread_mutex_lock(&m->lock);
+    invalidate_locked(m, hit, &release);
+    pthread_mutex_unlock(&m->lock);
+    release_chain(m, release);
+    drop_ref(m, hit);
+    return false;
+}
+
+/* The userfaultfd source's events first: they may invalidate what a lookup would find. */
+static inline void uffd_drain(grdma_t *m)
+{
+    const opal_mem_source_t *src = m->super.rcache_uffd;
+    if (__builtin_expect(NULL != src, 0)) {
+        src->drain(m->super.rcache_uffd_strict);
+    }
+}
+
+/*
  * Everything but the lock-free hit: work left by release events, a bypass
  * registration, a new one.  'looked': the hit was tried already (without
  * the lock) and missed.
@@ -702,10 +732,18 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         if (m->verify_frames) {
             mca_rcache_base_frames_check(l.hit, "rcache_register");
         }
+        if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
+            return register_slow(m, addr, size, flags, access_flags, reg_out, false);
+        }
         *reg_out = l.hit;
         return OPAL_SUCCESS;
     }
     index_grow(m);
+    if (m->super.rcache_uffd && !bypass) {
+        /* Before the registration: a release meanwhile is an event that invalidates it.
+         * Refused (the cap): the patcher still covers it. */
+        (void) m->super.rcache_uffd->subscribe((void *) base, bound - base + 1);
+    }
 
     int rc;
     do {
@@ -720,7 +758,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         stack_push(&m->spare, reg, reg);
         return rc;
     }
-    if (m->verify_frames) {
+    if (m->verify_frames || m->super.rcache_uffd_strict) {
         mca_rcache_base_frames_record(reg);
     }
     /* Now a hit for others: one atomic step, no lock (an invalidation meanwhile stays). */
@@ -734,6 +772,7 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
                           int32_t access_flags, reg_t **reg_out)
 {
     grdma_t *m = (grdma_t *) rcache;
+    uffd_drain(m);
     bool plain = NULL != reg_out && !(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) &&
                  !(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)));
     if (__builtin_expect(plain, 1)) {
@@ -743,6 +782,9 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
         if (__builtin_expect(NULL != l.hit, 1)) {
             if (__builtin_expect(m->verify_frames, 0)) {
                 mca_rcache_base_frames_check(l.hit, "rcache_register");
+            }
+            if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
+                return register_slow(m, addr, size, flags, access_flags, reg_out, false);
             }
             *reg_out = l.hit;
             return OPAL_SUCCESS;
@@ -757,6 +799,7 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
     if (NULL == reg_out) {
         return OPAL_ERR_BAD_PARAM;
     }
+    uffd_drain(m);
     grdma_progress(m);
     struct lookup l = {.m = m, .access = 0};
     page_range(addr, size, &l.base, &l.bound);
@@ -769,6 +812,9 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
     }
     if (l.hit && m->verify_frames) {
         mca_rcache_base_frames_check(l.hit, "rcache_find");
+    }
+    if (l.hit && m->super.rcache_uffd_strict && !confirm_hit(m, l.hit)) {
+        l.hit = NULL;
     }
     *reg_out = l.hit;
     return l.hit ? OPAL_SUCCESS : OPAL_ERR_NOT_FOUND;
