@@ -61,7 +61,7 @@ build() {
     local dir="$top/_build/$name"
     mkdir -p "$dir" && cd "$dir" || return 1
     if ! { "$top/configure" "$@" >configure.out 2>&1 && make -j"$jobs" >make.out 2>&1; }; then
-        echo "[$name] build failed:"; tail -30 configure.out make.out
+        echo "[$name] build failed:"; tail -n 30 configure.out make.out
         return 1
     fi
     # Warning-free with -Wall -Wextra.

@@ -6,10 +6,10 @@ if ! file "$exe" 2>/dev/null | grep -q "statically linked"; then
     ldd "$exe" 2>&1 | grep -q "not a dynamic executable" || { echo "$exe is not fully static"; exit 1; }
 fi
 status=0
-out=$("$exe" --mca patcher overwrite --selftest 2>&1)
+out=$($OPAL_TEST_RUN "$exe" --mca patcher overwrite --selftest 2>&1)
 echo "$out" | tail -3
 echo "$out" | grep -q "^Self-test: passed" || { echo "$out"; status=1; }
-out=$("$exe" --mca patcher linux --selftest 2>&1)
+out=$($OPAL_TEST_RUN "$exe" --mca patcher linux --selftest 2>&1)
 if echo "$out" | grep -q "linux declined: .*" || echo "$out" | grep -qi "no dynamic linking\|static"; then
     echo "linux declined as it should: $(echo "$out" | grep -i "declin\|static" | head -2)"
 else

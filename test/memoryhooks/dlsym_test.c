@@ -30,13 +30,17 @@
 #include "test/support/test_util.h"
 #include "test/support/watch.h"
 
-/* The version of glibc's munmap on this architecture. */
+/* The version of glibc's munmap on this architecture (its first glibc port). */
 #if defined(__x86_64__)
 #    define MUNMAP_VERSION "GLIBC_2.2.5"
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) || (defined(__powerpc64__) && __LITTLE_ENDIAN__)
 #    define MUNMAP_VERSION "GLIBC_2.17"
+#elif defined(__riscv) && __riscv_xlen == 64
+#    define MUNMAP_VERSION "GLIBC_2.27"
 #elif defined(__i386__)
 #    define MUNMAP_VERSION "GLIBC_2.0"
+#else
+#    error "dlsym_test: the version of glibc's munmap on this architecture is not known"
 #endif
 
 static const char *component;

@@ -12,6 +12,9 @@
 #   libtool wrapper through libtool (which runs the real program with its
 #   libraries' path), a script as it is (it starts its programs through
 #   $OPAL_TEST_RUN).
+# - A test (not the programs it starts) is killed after $OPAL_TEST_TIMEOUT
+#   seconds (default 600; qemu-user runs are slower, 1200): a hang is a
+#   failure that names the test, never a stalled suite.
 prog=$1
 if [ "$OPAL_TEST_RUN_TEST" != started ] && [ "$OMPI_MCA_patcher" = overwrite ] &&
    [ "$OPAL_TEST_OVERWRITE_ARCH" = none ] && [ "${prog%overwrite_decline_test}" = "$prog" ]; then
@@ -19,16 +22,21 @@ if [ "$OPAL_TEST_RUN_TEST" != started ] && [ "$OMPI_MCA_patcher" = overwrite ] &
          "$OPAL_TEST_HOST_CPU and declines (a writer for it is not written yet)"
     exit 77
 fi
+limit=
+if [ "$OPAL_TEST_RUN_TEST" != started ]; then
+    [ -n "$OPAL_TEST_EMULATOR" ] && limit=1200 || limit=600
+    limit="timeout -k 10 ${OPAL_TEST_TIMEOUT:-$limit}"
+fi
 OPAL_TEST_RUN_TEST=started
 export OPAL_TEST_RUN_TEST
 if [ -z "$OPAL_TEST_EMULATOR" ]; then
-    exec "$@"
+    exec $limit "$@"
 fi
 case $(head -c 4 "$prog" 2>/dev/null | od -An -c | tr -d ' ') in
 '177ELF')
-    exec $OPAL_TEST_EMULATOR "$@" ;;
+    exec $limit $OPAL_TEST_EMULATOR "$@" ;;
 esac
 if sed -n 3p "$prog" 2>/dev/null | grep -q 'temporary wrapper script for'; then
-    exec "$OPAL_TEST_BUILDDIR/libtool" --mode=execute $OPAL_TEST_EMULATOR "$@"
+    exec $limit "$OPAL_TEST_BUILDDIR/libtool" --mode=execute $OPAL_TEST_EMULATOR "$@"
 fi
-exec "$@"
+exec $limit "$@"

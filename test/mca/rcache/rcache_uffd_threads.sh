@@ -7,7 +7,7 @@ status=0
 ran=0
 for mode in on strict; do
     echo "=== rcache_base_uffd=$mode"
-    OMPI_MCA_mpi_leave_pinned=1 OMPI_MCA_rcache_base_uffd=$mode timeout -k 5 120 "$t"
+    OMPI_MCA_mpi_leave_pinned=1 OMPI_MCA_rcache_base_uffd=$mode timeout -k 5 300 $OPAL_TEST_RUN "$t"
     rc=$?
     case $rc in
     0) ran=$((ran + 1)) ;;
@@ -16,7 +16,7 @@ for mode in on strict; do
     esac
 done
 # A bad value: a clear error naming it and the valid ones, no cache.
-out=$(OMPI_MCA_mpi_leave_pinned=1 OMPI_MCA_rcache_base_uffd=maybe timeout 30 "$t" 2>&1)
+out=$(OMPI_MCA_mpi_leave_pinned=1 OMPI_MCA_rcache_base_uffd=maybe timeout 60 $OPAL_TEST_RUN "$t" 2>&1)
 case "$out" in
 *'rcache_base_uffd: invalid value "maybe"'*'valid values: off, on, strict'*) echo "bad value: clear error" ;;
 *) echo "FAIL: rcache_base_uffd=maybe: $out"; status=1 ;;

@@ -391,16 +391,18 @@ int main(int argc, char **argv)
     seconds = s ? atof(s) : 10;
     setvbuf(stdout, NULL, _IONBF, 0);
     alarm((unsigned) seconds + 60);
-    const char *why = opal_mem_uffd_probe();
-    if (why) {
-        TEST_SKIP("the userfaultfd source cannot start here: %s", why);
-    }
     CHECK(OPAL_SUCCESS == opal_init_util(&argc, &argv));
     mca_rcache_base_resources_t res = {.cache_name = "uffd-threads",
                                        .sizeof_reg = sizeof(ureg_t),
                                        .register_mem = dev_register,
                                        .deregister_mem = dev_deregister};
+    /* Created first: a bad rcache_base_uffd is refused, naming it, even
+     * where the source cannot start. */
     rcache = mca_rcache_base_module_create(NULL, NULL, &res);
+    const char *why = opal_mem_uffd_probe();
+    if (why) {
+        TEST_SKIP("the userfaultfd source cannot start here: %s", why);
+    }
     if (NULL == rcache) {
         fprintf(stderr, "cannot create the rcache (see above)\n");
         return 1;

@@ -14,7 +14,11 @@ run() {
     preload=$2
     shift 2
     echo "=== $name"
-    out=$(LD_PRELOAD="$preload" "$t" "$@" 2>&1)
+    if [ -n "$OPAL_TEST_EMULATOR" ]; then  # the preload for the program, not for qemu
+        out=$(QEMU_SET_ENV=LD_PRELOAD="$preload" $OPAL_TEST_RUN "$t" "$@" 2>&1)
+    else
+        out=$(LD_PRELOAD="$preload" "$t" "$@" 2>&1)
+    fi
     rc=$?
     echo "$out"
     case "$out" in
