@@ -13,7 +13,7 @@
 #   libraries' path), a script as it is (it starts its programs through
 #   $OPAL_TEST_RUN).
 # - A test (not the programs it starts) is killed after $OPAL_TEST_TIMEOUT
-#   seconds (default 600; qemu-user runs are slower, 1200): a hang is a
+#   seconds (default 300; qemu-user runs are slower, 600): a hang is a
 #   failure that names the test, never a stalled suite.
 prog=$1
 if [ "$OPAL_TEST_RUN_TEST" != started ] && [ "$OMPI_MCA_patcher" = overwrite ] &&
@@ -24,7 +24,7 @@ if [ "$OPAL_TEST_RUN_TEST" != started ] && [ "$OMPI_MCA_patcher" = overwrite ] &
 fi
 limit=
 if [ "$OPAL_TEST_RUN_TEST" != started ]; then
-    [ -n "$OPAL_TEST_EMULATOR" ] && limit=1200 || limit=600
+    [ -n "$OPAL_TEST_EMULATOR" ] && limit=600 || limit=300
     limit="timeout -k 10 ${OPAL_TEST_TIMEOUT:-$limit}"
 fi
 OPAL_TEST_RUN_TEST=started
