@@ -129,9 +129,10 @@ uintptr_t mca_patcher_linux_dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(
 
 static bool is_vdso(const struct dl_phdr_info *info)
 {
-    uintptr_t ehdr = (uintptr_t) getauxval(AT_SYSINFO_EHDR);
-    return 0 != ehdr && (uintptr_t) info->dlpi_phdr >= ehdr &&
-           (uintptr_t) info->dlpi_phdr < ehdr + 4096;
+    /* The loader reports the vDSO with the program headers of its image,
+     * which the kernel maps at AT_SYSINFO_EHDR. */
+    const ElfW(Ehdr) *ehdr = (const ElfW(Ehdr) *) getauxval(AT_SYSINFO_EHDR);
+    return NULL != ehdr && (const void *) info->dlpi_phdr == (const char *) ehdr + ehdr->e_phoff;
 }
 
 /* Our own objects: the component (a DSO, or inside the library) and libopal-patcher. */
