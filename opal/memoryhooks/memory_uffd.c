@@ -64,6 +64,10 @@ typedef struct {
 static opal_mem_uffd_ring_t ring;
 static int started;  /* read without the lock by drain (acquire) */
 static int mid_read; /* the reader read, or is about to, and has not pushed it all */
+/* Drains deliver one at a time (drain_lock); draining is raised while one
+ * holds events it took and has not delivered yet (see uffd_drain). */
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+static int draining;
 static int uffd = -1, stop_fd = -1;
 static pthread_t reader;
 static uint64_t events, overflows, refused;
@@ -253,6 +257,8 @@ static void atfork_child(void)
         table_low = table_high = 0;
     }
     pthread_mutex_init(&table_lock, NULL);
+    pthread_mutex_init(&drain_lock, NULL);
+    draining = 0;
 }
 
 static int uffd_start(const char **reason)
@@ -465,22 +471,38 @@ static void uffd_unsubscribe(void *addr, size_t len)
  * Deliver what the reader pushed; first wait for the batch it may be
  * pushing (see the mid-read flag above).  With strict, first read what the
  * kernel has queued, here (the reader may be asleep in poll).
+ *
+ * An event taken from the ring (or read here) by one drain is invisible to
+ * the others until that drain has delivered it: a thread whose release
+ * was taken by another thread's drain would find the ring empty and hit
+ * its own stale registration.  So a drain delivers under drain_lock with
+ * draining raised, and a drain that finds the ring empty returns at once
+ * only when no other drain is delivering; otherwise it waits for the lock.
+ * Raised before the first take (seq_cst, as the take's compare-and-swap):
+ * a drain that sees a slot taken sees the flag.  Waiting is safe: drains
+ * run with no rcache lock held, and a delivery's callbacks take only the
+ * rcache's own lock.  A callback's own lookup (inside a delivery) does
+ * not drain: the events still queued wait for the next lookup.
  */
 static void uffd_drain(bool strict)
 {
-    if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE)) {
+    if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || dispatching) {
         return;
-    }
-    if (strict) {
-        while (read_events(dispatch) > 0) {
-        }
     }
     /* Never long: with the flag up the reader only reads (nonblocking) and pushes. */
     while (__atomic_load_n(&mid_read, __ATOMIC_SEQ_CST)) {
         sched_yield();
     }
-    if (__builtin_expect(opal_mem_uffd_ring_empty(&ring), 1)) {
+    if (__builtin_expect(!strict && opal_mem_uffd_ring_empty(&ring) &&
+                             !__atomic_load_n(&draining, __ATOMIC_SEQ_CST),
+                         1)) {
         return;
+    }
+    pthread_mutex_lock(&drain_lock);
+    __atomic_store_n(&draining, 1, __ATOMIC_SEQ_CST);
+    if (strict) {
+        while (read_events(dispatch) > 0) {
+        }
     }
     if (opal_mem_uffd_ring_take_overflow(&ring)) {
         /* Some ranges were not kept: everything counts as released. */
@@ -490,6 +512,8 @@ static void uffd_drain(bool strict)
     while (opal_mem_uffd_ring_pop(&ring, &r)) {
         dispatch(r.start, r.len);
     }
+    __atomic_store_n(&draining, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&drain_lock);
 }
 
 void opal_mem_uffd_stats(opal_mem_uffd_stats_t *stats)
