@@ -53,6 +53,15 @@ extern const mca_patcher_base_call_as_arch_t mca_patcher_base_call_as_arch;
 #    define MCA_PATCHER_BASE_CALL_AS_ARCH NULL
 #endif
 
+#if defined(__aarch64__) || (defined(__riscv) && 64 == __riscv_xlen)
+/*
+ * Whether the kernel says (prctl PR_GET_SHADOW_STACK_STATUS) that this
+ * process runs on a shadow stack: arm64's guarded control stack, RISC-V's
+ * Zicfiss.  False where the kernel does not know that prctl.
+ */
+bool mca_patcher_base_call_as_shadow_stack(void);
+#endif
+
 /*
  * fn(a0, a1, a2) as if called by the code that returns to caller_ret (an
  * intercept's __builtin_return_address(0)): true with *result set, or
