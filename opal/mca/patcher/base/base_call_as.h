@@ -46,7 +46,8 @@ typedef struct mca_patcher_base_call_as_arch_t {
     uintptr_t (*call_via)(uintptr_t gadget, uintptr_t fn, uintptr_t a0, uintptr_t a1, uintptr_t a2);
 } mca_patcher_base_call_as_arch_t;
 
-#if defined(__x86_64__) || defined(__aarch64__) || defined(__i386__)
+#if defined(__x86_64__) || defined(__aarch64__) || defined(__i386__) || \
+    (defined(__powerpc64__) && defined(__LITTLE_ENDIAN__))
 #    define MCA_PATCHER_BASE_CALL_AS_ARCH (&mca_patcher_base_call_as_arch)
 extern const mca_patcher_base_call_as_arch_t mca_patcher_base_call_as_arch;
 #else
