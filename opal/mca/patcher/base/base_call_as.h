@@ -47,7 +47,8 @@ typedef struct mca_patcher_base_call_as_arch_t {
 } mca_patcher_base_call_as_arch_t;
 
 #if defined(__x86_64__) || defined(__aarch64__) || defined(__i386__) || \
-    (defined(__powerpc64__) && defined(__LITTLE_ENDIAN__))
+    (defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)) ||           \
+    (defined(__riscv) && 64 == __riscv_xlen)
 #    define MCA_PATCHER_BASE_CALL_AS_ARCH (&mca_patcher_base_call_as_arch)
 extern const mca_patcher_base_call_as_arch_t mca_patcher_base_call_as_arch;
 #else
