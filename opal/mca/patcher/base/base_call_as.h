@@ -46,11 +46,22 @@ typedef struct mca_patcher_base_call_as_arch_t {
     uintptr_t (*call_via)(uintptr_t gadget, uintptr_t fn, uintptr_t a0, uintptr_t a1, uintptr_t a2);
 } mca_patcher_base_call_as_arch_t;
 
-#if defined(__x86_64__) || defined(__aarch64__) || defined(__i386__)
+#if defined(__x86_64__) || defined(__aarch64__) || defined(__i386__) || \
+    (defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)) ||           \
+    (defined(__riscv) && 64 == __riscv_xlen)
 #    define MCA_PATCHER_BASE_CALL_AS_ARCH (&mca_patcher_base_call_as_arch)
 extern const mca_patcher_base_call_as_arch_t mca_patcher_base_call_as_arch;
 #else
 #    define MCA_PATCHER_BASE_CALL_AS_ARCH NULL
+#endif
+
+#if defined(__aarch64__) || (defined(__riscv) && 64 == __riscv_xlen)
+/*
+ * Whether the kernel says (prctl PR_GET_SHADOW_STACK_STATUS) that this
+ * process runs on a shadow stack: arm64's guarded control stack, RISC-V's
+ * Zicfiss.  False where the kernel does not know that prctl.
+ */
+bool mca_patcher_base_call_as_shadow_stack(void);
 #endif
 
 /*

@@ -100,6 +100,30 @@ static uintptr_t find_gadget(const mca_patcher_base_call_as_arch_t *arch, const 
     return 0;
 }
 
+#if defined(__aarch64__) || (defined(__riscv) && 64 == __riscv_xlen)
+#    include <sys/prctl.h>
+
+#    ifndef PR_GET_SHADOW_STACK_STATUS
+#        define PR_GET_SHADOW_STACK_STATUS 74 /* linux/prctl.h, Linux 6.13 */
+#        define PR_SHADOW_STACK_ENABLE     (1UL << 0)
+#    endif
+
+bool mca_patcher_base_call_as_shadow_stack(void)
+{
+    /* 0 unknown, 1 no shadow stack, 2 one (enabled at startup only). */
+    static int state;
+    int s = __atomic_load_n(&state, __ATOMIC_RELAXED);
+    if (0 == s) {
+        unsigned long status = 0;
+        const bool on = 0 == prctl(PR_GET_SHADOW_STACK_STATUS, &status, 0, 0, 0) &&
+                        (status & PR_SHADOW_STACK_ENABLE);
+        s = on ? 2 : 1;
+        __atomic_store_n(&state, s, __ATOMIC_RELAXED);
+    }
+    return 2 == s;
+}
+#endif
+
 bool mca_patcher_base_call_as(const void *caller_ret, uintptr_t fn, uintptr_t a0, uintptr_t a1,
                               uintptr_t a2, uintptr_t *result, const char **why)
 {

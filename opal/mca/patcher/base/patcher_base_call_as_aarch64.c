@@ -22,12 +22,8 @@
 #if defined(__aarch64__)
 
 #    include <string.h>
-#    include <sys/prctl.h>
 
 #    include "opal/mca/patcher/base/base_call_as.h"
-
-#    define PR_GET_SHADOW_STACK_STATUS 74 /* linux/prctl.h, Linux 6.13 */
-#    define PR_SHADOW_STACK_ENABLE     (1UL << 0)
 
 uintptr_t mca_patcher_base_aarch64_call_via(uintptr_t gadget, uintptr_t fn, uintptr_t a0,
                                             uintptr_t a1, uintptr_t a2);
@@ -76,19 +72,10 @@ static const unsigned char *find_epilogue(const unsigned char *code, size_t len)
 
 static const char *aarch64_unavailable(void)
 {
-    /* 0 unknown, 1 no guarded control stack, 2 one (enabled at startup only). */
-    static int state;
-    int s = __atomic_load_n(&state, __ATOMIC_RELAXED);
-    if (0 == s) {
-        unsigned long status = 0;
-        const bool gcs = 0 == prctl(PR_GET_SHADOW_STACK_STATUS, &status, 0, 0, 0) &&
-                         (status & PR_SHADOW_STACK_ENABLE);
-        s = gcs ? 2 : 1;
-        __atomic_store_n(&state, s, __ATOMIC_RELAXED);
-    }
-    return 2 == s ? "a guarded control stack is active: it would reject the return through the "
-                    "caller's object"
-                  : NULL;
+    return mca_patcher_base_call_as_shadow_stack()
+               ? "a guarded control stack is active: it would reject the return through the "
+                 "caller's object"
+               : NULL;
 }
 
 const mca_patcher_base_call_as_arch_t mca_patcher_base_call_as_arch = {
