@@ -1,15 +1,11 @@
 /*
- * The release-callback registry and the delayed setup.
- *
- * Readers (the hooks) walk a fixed array of slots without locks.  Each slot
- * counts the threads calling its callback; unregister clears the slot and
- * then waits for that count to drain, so that when it returns the callback
- * is not running anywhere and will not run again.
+ * The public API of the memory hooks and the delayed setup, over the
+ * callback registry (memory_registry.c), whose writers it serializes with
+ * its lock.
  */
 #include "opal_config.h"
 
 #include <pthread.h>
-#include <unistd.h>
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
@@ -20,14 +16,7 @@
 #    include "opal/memoryhooks/memory_ucx.h"
 #    include "opal/memoryhooks/memory_ucx_feed.h"
 #endif
-#include "opal/util/debug.h"
 #include "opal/util/output.h"
-#include "opal/util/readers.h"
-
-opal_mem_hooks_slot_t opal_mem_hooks_slots[OPAL_MEM_HOOKS_MAX_CALLBACKS];
-int opal_mem_hooks_slots_used;
-__thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACKS]
-    __attribute__((tls_model("initial-exec")));
 
 static int support_level;         /* published after every patch succeeded */
 static bool hooks_installed;
@@ -36,42 +25,6 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The loader added or removed objects since the lock's holder last looked. */
 static bool objects_changed;
 static void registry_unlock(void);
-
-uintptr_t opal_mem_hooks_page_size = 4096;
-
-static __attribute__((noinline)) void call_all(int n, void *start, size_t len, bool from_alloc)
-{
-    for (int i = 0; i < n; i++) {
-        /* An empty slot is skipped without touching its (shared) count. */
-        if (NULL != __atomic_load_n(&opal_mem_hooks_slots[i].func, __ATOMIC_RELAXED)) {
-            opal_mem_hooks_call_slot(i, start, len, from_alloc);
-        }
-    }
-}
-
-void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc)
-{
-    const uintptr_t mask = opal_mem_hooks_page_size - 1;
-    OPAL_DEBUG_CHECK(0 == (start & mask) && len > 0);
-    len = (len + mask) & ~mask;
-    const int n = __atomic_load_n(&opal_mem_hooks_slots_used, __ATOMIC_ACQUIRE);
-    /* One callback (an rcache) is the common case: no loop, no registers
-     * to save around the call. */
-    if (__builtin_expect(1 == n, 1)) {
-        opal_mem_hooks_call_slot(0, (void *) start, len, from_alloc);
-    } else {
-        call_all(n, (void *) start, len, from_alloc);
-    }
-}
-
-void opal_mem_hooks_release_hook(void *buf, size_t length, bool from_alloc)
-{
-    if (length > 0) {
-        const uintptr_t mask = opal_mem_hooks_page_size - 1;
-        const uintptr_t start = (uintptr_t) buf & ~mask;
-        opal_mem_hooks_dispatch(start, (uintptr_t) buf + length - start, from_alloc);
-    }
-}
 
 /* The delayed setup: select a patcher and install every intercept. */
 static int setup_locked(void)
@@ -154,30 +107,16 @@ static void registry_unlock(void)
     }
 }
 
-int opal_mem_hooks_add_callback_locked(opal_mem_hooks_callback_fn_t *func, void *cbdata)
+/* The registry's add, saying why it refused. */
+static int add_callback_locked(opal_mem_hooks_callback_fn_t *func, void *cbdata)
 {
-    int rc = OPAL_SUCCESS;
-    int free_slot = -1;
-    for (int i = 0; OPAL_SUCCESS == rc && i < OPAL_MEM_HOOKS_MAX_CALLBACKS; i++) {
-        if (opal_mem_hooks_slots[i].func == func) {
-            opal_output("opal_mem_hooks_register_release: callback %p is already registered",
-                        (void *) (uintptr_t) func);
-            rc = OPAL_ERR_BAD_PARAM;
-        } else if (NULL == opal_mem_hooks_slots[i].func && free_slot < 0 && 0 == opal_mem_hooks_slots[i].users) {
-            free_slot = i;
-        }
-    }
-    if (OPAL_SUCCESS == rc && free_slot < 0) {
-        opal_output("opal_mem_hooks_register_release: more than %d callbacks", OPAL_MEM_HOOKS_MAX_CALLBACKS);
-        rc = OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    if (OPAL_SUCCESS == rc) {
-        /* cbdata first: a reader that sees func must see its cbdata. */
-        __atomic_store_n(&opal_mem_hooks_slots[free_slot].cbdata, cbdata, __ATOMIC_RELAXED);
-        __atomic_store_n(&opal_mem_hooks_slots[free_slot].func, func, __ATOMIC_RELEASE);
-        if (free_slot >= opal_mem_hooks_slots_used) {
-            __atomic_store_n(&opal_mem_hooks_slots_used, free_slot + 1, __ATOMIC_RELEASE);
-        }
+    int rc = opal_mem_hooks_registry_add(func, cbdata);
+    if (OPAL_ERR_BAD_PARAM == rc) {
+        opal_output("opal_mem_hooks_register_release: callback %p is already registered",
+                    (void *) (uintptr_t) func);
+    } else if (OPAL_SUCCESS != rc) {
+        opal_output("opal_mem_hooks_register_release: more than %d callbacks",
+                    OPAL_MEM_HOOKS_MAX_CALLBACKS);
     }
     return rc;
 }
@@ -192,44 +131,23 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
     int rc = setup_locked();
     check_locked();
     if (OPAL_SUCCESS == rc) {
-        rc = opal_mem_hooks_add_callback_locked(func, cbdata);
+        rc = add_callback_locked(func, cbdata);
     }
     registry_unlock();
     return rc;
 }
 
-/* Wait for the callers still inside slot i's (cleared) callback, but not for ourselves. */
-static void drain_slot(int i)
-{
-    opal_readers_drain(&opal_mem_hooks_slots[i].users, opal_mem_hooks_calling[i]);
-}
-
 int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)
 {
     pthread_mutex_lock(&registry_lock);
-    int found = -1;
-    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
-        if (NULL != func && opal_mem_hooks_slots[i].func == func) {
-            found = i;
-            __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
-        }
-    }
+    const int slot = opal_mem_hooks_registry_clear(func);
     registry_unlock();
-    if (found < 0) {
+    if (slot < 0) {
         return OPAL_ERR_NOT_FOUND;
     }
-    drain_slot(found);
+    /* Unlocked: a callback that registers or unregisters takes the lock. */
+    opal_mem_hooks_registry_drain(slot);
     return OPAL_SUCCESS;
-}
-
-void opal_mem_hooks_remove_callback_locked(opal_mem_hooks_callback_fn_t *func)
-{
-    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
-        if (opal_mem_hooks_slots[i].func == func) {
-            __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
-            drain_slot(i);
-        }
-    }
 }
 
 int opal_mem_hooks_support_level(void)
@@ -245,8 +163,7 @@ int opal_mem_hooks_support_level(void)
 
 int opal_mem_hooks_init(void)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    opal_mem_hooks_page_size = page > 0 ? (uintptr_t) page : 4096;
+    opal_mem_hooks_registry_init();
 #if OPAL_HAVE_UCX
     return opal_mem_hooks_ucx_feed_register();
 #else
@@ -271,12 +188,6 @@ void opal_mem_hooks_finalize(void)
         hooks_installed = from_ucx = false;
     }
     mca_patcher_base_fini();
-    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
-        __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
-    }
-    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
-        drain_slot(i);
-    }
-    opal_mem_hooks_slots_used = 0;
+    opal_mem_hooks_registry_remove_all();
     pthread_mutex_unlock(&registry_lock);
 }

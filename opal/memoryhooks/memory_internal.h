@@ -1,6 +1,7 @@
 /*
- * Inside the memory hooks: the registry (memory_hooks.c) and the intercepts
- * (memory_intercepts.c, memory_alloc_intercepts.c) that feed it.
+ * Inside the memory hooks: the setup (memory_hooks.c) and the intercepts
+ * (memory_intercepts.c, memory_alloc_intercepts.c) that feed the registry
+ * (memory_registry.h).
  */
 #ifndef OPAL_MEMORYHOOKS_MEMORY_INTERNAL_H
 #define OPAL_MEMORYHOOKS_MEMORY_INTERNAL_H
@@ -10,85 +11,11 @@
 #include <stdint.h>
 
 #include "opal/memoryhooks/memory.h"
-#include "opal/util/readers.h"
+#include "opal/memoryhooks/memory_registry.h"
 
 /* Set up the registry (opal_init_util); tear everything down (last finalize). */
 int opal_mem_hooks_init(void);
 void opal_mem_hooks_finalize(void);
-
-#define OPAL_MEM_HOOKS_HIDDEN __attribute__((visibility("hidden")))
-#define OPAL_MEM_HOOKS_MAX_CALLBACKS 64
-
-/* The page size, read once at init (no sysconf on the hook path). */
-extern uintptr_t opal_mem_hooks_page_size OPAL_MEM_HOOKS_HIDDEN;
-
-/*
- * The callback registry.  Readers (the hooks) walk the slots without locks.
- * Each slot counts the threads calling its callback; unregister clears the
- * slot and then waits for that count to drain, so that when it returns the
- * callback is not running anywhere and will not run again.
- */
-typedef struct opal_mem_hooks_slot_t {
-    opal_mem_hooks_callback_fn_t *func;
-    void *cbdata;
-    int users;  /* threads between "entered" and "left" for this slot */
-} opal_mem_hooks_slot_t;
-
-extern opal_mem_hooks_slot_t opal_mem_hooks_slots[OPAL_MEM_HOOKS_MAX_CALLBACKS] OPAL_MEM_HOOKS_HIDDEN;
-extern int opal_mem_hooks_slots_used OPAL_MEM_HOOKS_HIDDEN; /* high-water mark: readers stop there */
-
-/* How deep this thread is inside each slot's callback, so that a callback
- * (or a signal handler) may unregister itself without waiting on itself.
- * initial-exec: no allocation on first touch inside a hook. */
-extern __thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACKS]
-    __attribute__((tls_model("initial-exec"))) OPAL_MEM_HOOKS_HIDDEN;
-
-/*
- * Deliver [start, start+len) to every registered callback: start page
- * aligned, len > 0 (rounded up to pages here).  Allocation free, lock free,
- * signal safe.
- */
-void opal_mem_hooks_dispatch(uintptr_t start, size_t len, bool from_alloc) OPAL_MEM_HOOKS_HIDDEN;
-
-/* Call slot i's callback, if it is (still) registered. */
-static inline void opal_mem_hooks_call_slot(int i, void *start, size_t len, bool from_alloc)
-{
-    opal_mem_hooks_slot_t *slot = &opal_mem_hooks_slots[i];
-    /* A reader of func, drained by unregister (opal/util/readers.h). */
-    opal_readers_enter(&slot->users);
-    opal_mem_hooks_callback_fn_t *func = __atomic_load_n(&slot->func, __ATOMIC_SEQ_CST);
-    if (__builtin_expect(NULL != func, 1)) {
-        opal_mem_hooks_calling[i]++;
-        func(start, len, __atomic_load_n(&slot->cbdata, __ATOMIC_RELAXED), from_alloc);
-        opal_mem_hooks_calling[i]--;
-    }
-    opal_readers_leave(&slot->users);
-}
-
-/*
- * opal_mem_hooks_dispatch(start, len, true), with the one-callback case
- * inlined into the intercept: the hottest path (munmap, madvise) then makes
- * a single call, to the callback itself.
- */
-static inline void opal_mem_hooks_report(uintptr_t start, size_t len)
-{
-    /* Rounded before the acquire load: the intercept's own load of the page size serves. */
-    const uintptr_t mask = opal_mem_hooks_page_size - 1;
-    const size_t pages_len = (len + mask) & ~mask;
-    if (__builtin_expect(1 != __atomic_load_n(&opal_mem_hooks_slots_used, __ATOMIC_ACQUIRE), 0)) {
-        opal_mem_hooks_dispatch(start, len, true);
-        return;
-    }
-    opal_mem_hooks_call_slot(0, (void *) start, pages_len, true);
-}
-
-/*
- * The registry for internal callbacks (the UCX feed), with the registry
- * lock held, i.e. from code that memory_hooks.c runs under it.  remove
- * returns once no thread is inside func (except this one).
- */
-int opal_mem_hooks_add_callback_locked(opal_mem_hooks_callback_fn_t *func, void *cbdata) OPAL_MEM_HOOKS_HIDDEN;
-void opal_mem_hooks_remove_callback_locked(opal_mem_hooks_callback_fn_t *func) OPAL_MEM_HOOKS_HIDDEN;
 
 /* Install the intercepts with the selected patcher; all or nothing. */
 int opal_mem_hooks_install_intercepts(void);

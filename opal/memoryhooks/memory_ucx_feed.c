@@ -171,7 +171,7 @@ void opal_mem_hooks_ucx_feed_check(void)
     }
     /* Our callback first, then the declaration: a UCX handler accepted
      * thanks to it never misses an event. */
-    if (OPAL_SUCCESS != opal_mem_hooks_add_callback_locked(feed_release, NULL)) {
+    if (OPAL_SUCCESS != opal_mem_hooks_registry_add(feed_release, NULL)) {
         say("no callback slot left for feeding UCX: its UCM_EVENT_VM_UNMAPPED handlers get no events");
         return;
     }
@@ -186,7 +186,7 @@ void opal_mem_hooks_ucx_feed_stop(void)
     if (feeding) {
         /* Drained first: no thread is inside libucm because of us when the
          * event stops being external. */
-        opal_mem_hooks_remove_callback_locked(feed_release);
+        opal_mem_hooks_registry_remove(feed_release);
         ucm.unset_external_event(UCM_EVENT_VM_UNMAPPED);
         __atomic_store_n(&feeding, false, __ATOMIC_RELEASE);
     }
