@@ -29,7 +29,7 @@
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
-#include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_patch.h"
 #include "opal/memoryhooks/memory_variants.h"
 #include "opal/util/output.h"
 #include "opal/util/proc_maps.h"

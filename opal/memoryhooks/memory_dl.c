@@ -15,8 +15,11 @@
  *
  * For an address-based patcher libc's dlopen, dlmopen and dlclose are
  * patched here, by address; their intercepts call the loader for the
- * caller (base_dl.h: it searches and places as without us), then report.  A GOT patcher watches
- * them itself and tells us through mca_patcher_base_loader_changed().
+ * caller (base_dl.h: it searches and places as without us), then report
+ * through mca_patcher_base_loader_changed(), as a GOT patcher, which
+ * watches them itself, does.  The loader callback (the API on top, under
+ * its lock) then checks the source: the sync of the copies here, then the
+ * jumps in memory_intercepts.c.
  */
 #include "opal_config.h"
 
@@ -28,7 +31,7 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/base/base_dl.h"
-#include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_patch.h"
 #include "opal/util/output.h"
 
 #pragma weak dlopen
@@ -56,7 +59,7 @@ static libc_copy_t copies[OPAL_MEM_HOOKS_MAX_COPIES];
 static void *opened(void *handle)
 {
     if (NULL != handle) {
-        opal_mem_hooks_objects_changed();
+        mca_patcher_base_loader_changed();
         mca_patcher_base_dl_clear_error();
     }
     return handle;
@@ -78,7 +81,7 @@ static void *watch_dlmopen(Lmid_t lmid, const char *file, int mode)
 static int watch_dlclose(void *handle)
 {
     int rc = chain.dlclose(handle);
-    opal_mem_hooks_objects_changed();
+    mca_patcher_base_loader_changed();
     return rc;
 }
 
@@ -121,7 +124,6 @@ void opal_mem_hooks_install_dl_watch(void)
     } else if (NULL != patcher->patch_definition) {
         chain.dlmopen = dlmopen;
         chain.dlclose = dlclose;
-        mca_patcher_base_set_loader_callback(opal_mem_hooks_objects_changed);
         watching = true;
     }
 }
@@ -238,7 +240,6 @@ void opal_mem_hooks_sync_copies(void)
 void opal_mem_hooks_forget_copies(void)
 {
     /* Those still loaded are restored with every other patch. */
-    mca_patcher_base_set_loader_callback(NULL);
     sync(false);
     memset(copies, 0, sizeof(copies));
     watching = false;

@@ -1,109 +1,123 @@
 /*
- * The public API of the memory hooks and the delayed setup, over the
- * callback registry (memory_registry.c), whose writers it serializes with
- * its lock.
+ * The top floor of the memory hooks: the public API (memory.h), the
+ * delayed setup that picks the source of our events, the lock, the support
+ * level and the after-load step; and the range sources started beside it.
+ * It calls the sources (memory_source.h) and the UCX feed, which call the
+ * registry (memory_registry.h), whose writers this lock serializes.
  */
 #include "opal_config.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
-#include "opal/memoryhooks/memory_internal.h"
-#if OPAL_HAVE_UCX
-#    include <string.h>
-
-#    include "opal/memoryhooks/memory_ucx.h"
-#    include "opal/memoryhooks/memory_ucx_feed.h"
-#endif
+#include "opal/memoryhooks/memory_hooks.h"
+#include "opal/memoryhooks/memory_patch.h"
+#include "opal/memoryhooks/memory_registry.h"
+#include "opal/memoryhooks/memory_ucx.h"
+#include "opal/memoryhooks/memory_ucx_feed.h"
 #include "opal/util/output.h"
 
-static int support_level;         /* published after every patch succeeded */
-static bool hooks_installed;
-static bool from_ucx; /* our events come from UCX's handler, not our patches */
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The source that delivers our events: NULL until a setup succeeded (lock). */
+static const opal_mem_source_t *active;
+static int support_level; /* the active source's, published once it started */
 /* The loader added or removed objects since the lock's holder last looked. */
 static bool objects_changed;
-static void registry_unlock(void);
+/* The range source and its references (opal_mem_hooks_source_get; lock). */
+static const opal_mem_source_t *range_source;
+static int range_users;
 
-/* The delayed setup: select a patcher and install every intercept. */
-static int setup_locked(void)
+static void after_load(void);
+
+/* Let go of the lock, then do the after-load step that came meanwhile. */
+static void hooks_unlock(void)
 {
-    if (hooks_installed) {
-        return support_level ? OPAL_SUCCESS : OPAL_ERR_NOT_SUPPORTED;
+    pthread_mutex_unlock(&hooks_lock);
+    if (__atomic_load_n(&objects_changed, __ATOMIC_SEQ_CST)) {
+        after_load();
     }
-#if OPAL_HAVE_UCX
-    /* The claim "ucx": UCX's hooks are active here; take their events
-     * instead of patching the same functions a second time. */
-    const char *claimed = mca_patcher_base_claimed_style();
-    if (NULL != claimed && 0 == strcmp(claimed, "ucx")) {
-        const char *reason = NULL;
-        if (OPAL_SUCCESS == opal_mem_hooks_ucx_start(&reason)) {
-            from_ucx = hooks_installed = true;
-            mca_patcher_base_set_selected_name("ucx");
-            __atomic_store_n(&support_level, OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT,
-                             __ATOMIC_RELEASE);
-            return OPAL_SUCCESS;
-        }
-        opal_output("claim \"ucx\": cannot receive UCX's memory events (%s); patching with the "
-                    "component proven to stack with UCX instead", reason);
+}
+
+/* Start source as the one that delivers our events (lock held). */
+static int start_locked(const opal_mem_source_t *source, const char **reason)
+{
+    /* A source that follows the loader hears of it from the start: what
+     * the loader does meanwhile waits for the lock (after_load). */
+    if (NULL != source->check) {
+        mca_patcher_base_set_loader_callback(after_load);
     }
-#endif
-    int rc = mca_patcher_base_select();
-    if (OPAL_SUCCESS == rc) {
-        rc = opal_mem_hooks_install_intercepts();
-    }
+    int rc = source->start(reason);
     if (OPAL_SUCCESS != rc) {
-        return OPAL_ERR_NOT_SUPPORTED == rc || OPAL_ERR_NOT_INITIALIZED == rc ? rc : OPAL_ERR_NOT_SUPPORTED;
+        mca_patcher_base_set_loader_callback(NULL);
+        return rc;
     }
-    hooks_installed = true;
-    __atomic_store_n(&support_level,
-                     OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT | OPAL_MEMORY_CHUNK_SUPPORT,
-                     __ATOMIC_RELEASE);
+    active = source;
+    __atomic_store_n(&support_level, source->support_level(), __ATOMIC_RELEASE);
     return OPAL_SUCCESS;
 }
 
-/* Our jumps still in front (see opal_mem_hooks_check_intercepts), or no support at all. */
-static void check_locked(void)
+/*
+ * The delayed setup.  A claimed style that names a source (the claim
+ * "ucx": UCX's hooks are active here) takes that source's events instead
+ * of patching the same functions a second time; otherwise, or when it
+ * refuses, our patches, which say themselves what failed.
+ */
+static int setup_locked(void)
 {
-    if (hooks_installed && !from_ucx && 0 != support_level &&
-        OPAL_SUCCESS != opal_mem_hooks_check_intercepts()) {
-        opal_output("memory hooks: release events are no longer delivered; support level 0");
-        __atomic_store_n(&support_level, 0, __ATOMIC_RELEASE);
+    if (NULL != active) {
+        return support_level ? OPAL_SUCCESS : OPAL_ERR_NOT_SUPPORTED;
     }
-#if OPAL_HAVE_UCX
-    /* A libucm with its hooks off gets its events from ours. */
-    if (hooks_installed && !from_ucx && 0 != support_level) {
-        opal_mem_hooks_ucx_feed_check();
+    const char *claimed = mca_patcher_base_claimed_style();
+    const opal_mem_source_t *ucx = OPAL_MEM_UCX_SOURCE;
+    const char *reason = NULL;
+    if (NULL != claimed && NULL != ucx && 0 == strcmp(claimed, ucx->name)) {
+        if (OPAL_SUCCESS == start_locked(ucx, &reason)) {
+            return OPAL_SUCCESS;
+        }
+        opal_output("claim \"%s\": cannot receive UCX's memory events (%s); patching with the "
+                    "component proven to stack with UCX instead",
+                    claimed, reason);
     }
-#endif
+    return start_locked(&opal_mem_patch_source, &reason);
 }
 
 /*
- * Called after the loader's work (memory_dl.c).  The registry lock may be
- * held by this very thread (a dlopen made under it) or by one that waits
- * for the loader's lock: never wait for it.  The flag stays for the
- * holder, who looks at it when it unlocks.
+ * The active source repaired after the process changed under it (for our
+ * patches: the namespaces' copies, our jumps back in front), or no
+ * support at all.
  */
-void opal_mem_hooks_objects_changed(void)
+static void check_locked(void)
 {
-    __atomic_store_n(&objects_changed, true, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&objects_changed, __ATOMIC_SEQ_CST) &&
-           0 == pthread_mutex_trylock(&registry_lock)) {
-        __atomic_store_n(&objects_changed, false, __ATOMIC_SEQ_CST);
-        if (hooks_installed && !from_ucx) {
-            opal_mem_hooks_sync_copies();
-            check_locked();
-        }
-        pthread_mutex_unlock(&registry_lock);
+    if (NULL == active || 0 == support_level) {
+        return;
+    }
+    if (NULL != active->check && OPAL_SUCCESS != active->check()) {
+        opal_output("memory hooks: release events are no longer delivered; support level 0");
+        __atomic_store_n(&support_level, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    /* A libucm with its hooks off gets its events from our patches. */
+    if (&opal_mem_patch_source == active) {
+        opal_mem_hooks_ucx_feed_check();
     }
 }
 
-static void registry_unlock(void)
+/*
+ * The patcher base's loader callback, after the loader's work.  The lock
+ * may be held by this very thread (a dlopen made under it) or by one that
+ * waits for the loader's lock: never wait for it.  The flag stays for the
+ * holder, who looks at it when it unlocks.
+ */
+static void after_load(void)
 {
-    pthread_mutex_unlock(&registry_lock);
-    if (__atomic_load_n(&objects_changed, __ATOMIC_SEQ_CST)) {
-        opal_mem_hooks_objects_changed();
+    __atomic_store_n(&objects_changed, true, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&objects_changed, __ATOMIC_SEQ_CST) &&
+           0 == pthread_mutex_trylock(&hooks_lock)) {
+        __atomic_store_n(&objects_changed, false, __ATOMIC_SEQ_CST);
+        check_locked();
+        pthread_mutex_unlock(&hooks_lock);
     }
 }
 
@@ -127,21 +141,21 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
         opal_output("opal_mem_hooks_register_release: the callback is NULL");
         return OPAL_ERR_BAD_PARAM;
     }
-    pthread_mutex_lock(&registry_lock);
+    pthread_mutex_lock(&hooks_lock);
     int rc = setup_locked();
     check_locked();
     if (OPAL_SUCCESS == rc) {
         rc = add_callback_locked(func, cbdata);
     }
-    registry_unlock();
+    hooks_unlock();
     return rc;
 }
 
 int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)
 {
-    pthread_mutex_lock(&registry_lock);
+    pthread_mutex_lock(&hooks_lock);
     const int slot = opal_mem_hooks_registry_clear(func);
-    registry_unlock();
+    hooks_unlock();
     if (slot < 0) {
         return OPAL_ERR_NOT_FOUND;
     }
@@ -152,42 +166,64 @@ int opal_mem_hooks_unregister_release(opal_mem_hooks_callback_fn_t *func)
 
 int opal_mem_hooks_support_level(void)
 {
-    pthread_mutex_lock(&registry_lock);
-    if (!hooks_installed) {
+    pthread_mutex_lock(&hooks_lock);
+    if (NULL == active) {
         (void) setup_locked();
     }
     check_locked();
-    registry_unlock();
+    hooks_unlock();
     return __atomic_load_n(&support_level, __ATOMIC_ACQUIRE);
+}
+
+int opal_mem_hooks_source_get(const opal_mem_source_t *source, const char **reason)
+{
+    int rc = OPAL_SUCCESS;
+    pthread_mutex_lock(&hooks_lock);
+    if (0 == range_users) {
+        rc = source->start(reason);
+    } else if (source != range_source) {
+        *reason = "another range source is started already";
+        rc = OPAL_ERR_NOT_AVAILABLE;
+    } else if (0 == source->support_level()) {
+        /* Started in a parent: this forked child has the source's state, not its events. */
+        *reason = "no events in a child forked after the source started";
+        rc = OPAL_ERR_NOT_AVAILABLE;
+    }
+    if (OPAL_SUCCESS == rc) {
+        range_source = source;
+        range_users++;
+    }
+    hooks_unlock();
+    return rc;
+}
+
+void opal_mem_hooks_source_put(const opal_mem_source_t *source)
+{
+    pthread_mutex_lock(&hooks_lock);
+    if (source == range_source && 0 == --range_users) {
+        source->stop();
+        range_source = NULL;
+    }
+    hooks_unlock();
 }
 
 int opal_mem_hooks_init(void)
 {
     opal_mem_hooks_registry_init();
-#if OPAL_HAVE_UCX
     return opal_mem_hooks_ucx_feed_register();
-#else
-    return OPAL_SUCCESS;
-#endif
 }
 
 void opal_mem_hooks_finalize(void)
 {
-    pthread_mutex_lock(&registry_lock);
-    if (hooks_installed) {
+    pthread_mutex_lock(&hooks_lock);
+    if (NULL != active) {
         __atomic_store_n(&support_level, 0, __ATOMIC_RELEASE);
-#if OPAL_HAVE_UCX
-        if (from_ucx) {
-            opal_mem_hooks_ucx_stop();
-        }
         opal_mem_hooks_ucx_feed_stop();
-#endif
-        if (!from_ucx) {
-            opal_mem_hooks_uninstall_intercepts();
-        }
-        hooks_installed = from_ucx = false;
+        mca_patcher_base_set_loader_callback(NULL);
+        active->stop();
+        active = NULL;
     }
     mca_patcher_base_fini();
     opal_mem_hooks_registry_remove_all();
-    pthread_mutex_unlock(&registry_lock);
+    pthread_mutex_unlock(&hooks_lock);
 }

@@ -27,8 +27,7 @@
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
-#include "opal/memoryhooks/memory_intercepts.h"
-#include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_patch.h"
 #include "opal/memoryhooks/memory_variants.h"
 #include "opal/util/output.h"
 #include "opal/util/proc_maps.h"
@@ -638,22 +637,12 @@ int opal_mem_hooks_install_intercepts(void)
     if (OPAL_SUCCESS == rc && !by_address) {
         rc = opal_mem_hooks_install_alloc_intercepts();
     }
-    if (OPAL_SUCCESS != rc) {
-        /* All or nothing: undo what was patched already. */
-        opal_mem_hooks_uninstall_intercepts();
-        mca_patcher_base_fini();
-        return OPAL_ERR_NOT_SUPPORTED;
-    }
-    opal_mem_hooks_install_dl_watch();
-    opal_mem_hooks_sync_copies(); /* namespaces made before our setup */
-    mca_patcher_base_set_selected_name(patcher->super.module_component->mca_component_name);
-    return OPAL_SUCCESS;
+    return OPAL_SUCCESS == rc ? rc : OPAL_ERR_NOT_SUPPORTED;
 }
 
 void opal_mem_hooks_uninstall_intercepts(void)
 {
     if (NULL != opal_patcher) {
-        opal_mem_hooks_forget_copies(); /* before anything is written back */
         mca_patcher_base_restore_patches(opal_patcher, NULL, NULL);
     }
     opal_mem_hooks_uninstall_alloc_intercepts();

@@ -16,6 +16,7 @@
 #include <ucm/api/ucm.h>
 
 #include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/memoryhooks/memory_ucx.h"
 
@@ -44,7 +45,7 @@ static void forward_event(ucm_event_type_t type, ucm_event_t *event, void *arg)
     }
 }
 
-int opal_mem_hooks_ucx_start(const char **reason)
+static int ucx_start(const char **reason)
 {
     if (NULL == dlopen || NULL == dlsym) {
         *reason = "this program is linked statically, without the dynamic loader";
@@ -80,10 +81,16 @@ int opal_mem_hooks_ucx_start(const char **reason)
         return OPAL_ERR_NOT_SUPPORTED;
     }
     unset_handler = unset;
+    mca_patcher_base_set_selected_name("ucx"); /* what delivers our events */
     return OPAL_SUCCESS;
 }
 
-void opal_mem_hooks_ucx_stop(void)
+static int ucx_support_level(void)
+{
+    return OPAL_MEMORY_FREE_SUPPORT | OPAL_MEMORY_MUNMAP_SUPPORT;
+}
+
+static void ucx_stop(void)
 {
     /* libucm removes the handler under its event lock (write side): no
      * call of it is in flight when this returns. */
@@ -92,3 +99,10 @@ void opal_mem_hooks_ucx_stop(void)
         unset_handler = NULL;
     }
 }
+
+const opal_mem_source_t opal_mem_ucx_source = {
+    .name = "ucx", /* the claim that selects it */
+    .start = ucx_start,
+    .support_level = ucx_support_level,
+    .stop = ucx_stop,
+};

@@ -26,7 +26,7 @@
 #include "opal/constants.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/patcher/base/base.h"
-#include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_registry.h"
 #include "opal/memoryhooks/memory_ucx_feed.h"
 #include "opal/util/output.h"
 

@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "opal/constants.h"
-#include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_registry.h"
 #include "opal/memoryhooks/memory_uffd.h"
 #include "opal/memoryhooks/memory_uffd_ring.h"
 #include "opal/util/output.h"

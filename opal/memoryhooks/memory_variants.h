@@ -12,7 +12,7 @@
 #ifndef OPAL_MEMORYHOOKS_MEMORY_VARIANTS_H
 #define OPAL_MEMORYHOOKS_MEMORY_VARIANTS_H
 
-#include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_patch.h"
 
 #define VARIANT_GLOBAL 0
 #define VARIANT_LIBC 1

@@ -7,7 +7,7 @@
 #include "opal/mca/base/mca_base_framework.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/patcher/base/base.h"
-#include "opal/memoryhooks/memory_internal.h"
+#include "opal/memoryhooks/memory_hooks.h"
 #include "opal/runtime/opal.h"
 
 static pthread_mutex_t opal_init_lock = PTHREAD_MUTEX_INITIALIZER;

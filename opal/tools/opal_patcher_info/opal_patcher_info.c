@@ -15,7 +15,7 @@
 #include "opal/mca/patcher/linux/patcher_linux_reloc.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/memoryhooks/memory.h"
-#include "opal/memoryhooks/memory_intercepts.h"
+#include "opal/memoryhooks/memory_patch.h"
 #include "opal/memoryhooks/memory_uffd.h"
 #include "opal/runtime/opal.h"
 #include "opal/tools/opal_patcher_info/selftest.h"

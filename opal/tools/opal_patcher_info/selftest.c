@@ -21,10 +21,8 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory.h"
-#include "opal/memoryhooks/memory_internal.h"
-#if OPAL_HAVE_UCX
-#    include "opal/memoryhooks/memory_ucx_feed.h"
-#endif
+#include "opal/memoryhooks/memory_patch.h"
+#include "opal/memoryhooks/memory_ucx_feed.h"
 #include "opal/tools/opal_patcher_info/selftest.h"
 #include "opal/util/valgrind.h"
 
@@ -457,12 +455,10 @@ int opal_patcher_info_selftest(void)
     /* Who owns the hooks: our patches, or UCX's (the claim "ucx"). */
     printf("Events from: %s%s\n", mca_patcher_base_selected_name(),
            NULL == opal_patcher ? " (UCX's libucm owns the hooks; nothing patched by us)" : "");
-#if OPAL_HAVE_UCX
     if (opal_mem_hooks_ucx_fed()) {
         printf("UCX's UCM_EVENT_VM_UNMAPPED: fed by us (libucm's own mmap hooks are off; each of "
                "our events goes to ucm_vm_munmap)\n");
     }
-#endif
     opal_patcher_info_print_patches();
 
     printf("Events:\n");

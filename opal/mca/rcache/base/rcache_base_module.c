@@ -14,7 +14,7 @@
 
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/base.h"
-#include "opal/memoryhooks/memory.h"
+#include "opal/memoryhooks/memory_hooks.h"
 #include "opal/memoryhooks/memory_uffd.h"
 #include "opal/util/output.h"
 #include "opal/util/readers.h"
@@ -203,9 +203,9 @@ static int hooks_for_new_module(bool *leave_pinned, bool *hooked)
 }
 
 /*
- * rcache_base_uffd on or strict, for a hooked module: start the source
- * with the first one (base_lock held).  Asked for explicitly, so a refusal
- * fails the creation, saying why.
+ * rcache_base_uffd on or strict, for a hooked module: a reference on the
+ * source, which the memory hooks start with the first one (base_lock
+ * held).  Asked for explicitly, so a refusal fails the creation, saying why.
  */
 static int uffd_for_new_module(bool hooked, const opal_mem_source_t **source)
 {
@@ -224,19 +224,12 @@ static int uffd_for_new_module(bool hooked, const opal_mem_source_t **source)
         }
     }
     const char *reason = NULL;
-    int rc = 0 == uffd_modules ? opal_mem_uffd_source.start(&reason) : OPAL_SUCCESS;
+    int rc = opal_mem_hooks_source_get(&opal_mem_uffd_source, &reason);
     if (OPAL_SUCCESS != rc) {
         opal_output("rcache: rcache_base_uffd=%s but the userfaultfd source cannot start here: "
                     "%s; set rcache_base_uffd=off",
                     mode, reason ? reason : opal_strerror(rc));
         return rc;
-    }
-    if (0 == opal_mem_uffd_source.support_level()) {
-        /* Started in a parent: this forked child has the descriptor but no reader. */
-        opal_output("rcache: rcache_base_uffd=%s: no userfaultfd events in a child forked after "
-                    "the source started; set rcache_base_uffd=off here",
-                    mode);
-        return OPAL_ERR_NOT_AVAILABLE;
     }
     __atomic_add_fetch(&uffd_modules, 1, __ATOMIC_RELAXED);
     *source = &opal_mem_uffd_source;
@@ -245,9 +238,8 @@ static int uffd_for_new_module(bool hooked, const opal_mem_source_t **source)
 
 static void drop_uffd_reference(void)
 {
-    if (0 == __atomic_sub_fetch(&uffd_modules, 1, __ATOMIC_RELAXED)) {
-        opal_mem_uffd_source.stop();
-    }
+    __atomic_sub_fetch(&uffd_modules, 1, __ATOMIC_RELAXED);
+    opal_mem_hooks_source_put(&opal_mem_uffd_source);
 }
 
 static void drop_hook_reference(void)

@@ -1,0 +1,87 @@
+/*
+ * Our patches as an event source (middle floor, memory_source.h): the
+ * table in memory_patch_source.c, over its parts, each calling only the
+ * ones listed before it here and the registry below:
+ *
+ *   memory_alloc_intercepts.c   the allocator entry points (for a GOT patcher)
+ *   memory_intercepts.c         the intercepts of munmap & co., per definition and copy
+ *   memory_dl.c                 the loader watch and the dlmopen namespaces' copies of libc
+ *   memory_patch_source.c       the source: select, install, check, uninstall
+ *
+ * What they share with the rest of the tree is at the end (the tools).
+ */
+#ifndef OPAL_MEMORYHOOKS_MEMORY_PATCH_H
+#define OPAL_MEMORYHOOKS_MEMORY_PATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opal/memoryhooks/memory_registry.h"
+#include "opal/memoryhooks/memory_source.h"
+
+/* The source: a patcher selected at start, the intercepts, the watch. */
+extern const opal_mem_source_t opal_mem_patch_source;
+
+/*
+ * The copies of libc that dlmopen brings into other namespaces, for an
+ * address-based patcher (memory_dl.c): each is patched with entry points
+ * of its own (a variant), FIRST_COPY_VARIANT + its index.  glibc makes 15
+ * namespaces besides the base one.
+ */
+#define OPAL_MEM_HOOKS_FIRST_COPY_VARIANT 2
+#define OPAL_MEM_HOOKS_MAX_COPIES         15
+
+/* memory_alloc_intercepts.c: the allocator entry points, for mechanisms
+ * blind to libc-internal calls.  inspect looks at the allocator (with
+ * dlopen/dlsym) before any patch. */
+void opal_mem_hooks_alloc_inspect(void);
+int opal_mem_hooks_install_alloc_intercepts(void);
+void opal_mem_hooks_uninstall_alloc_intercepts(void);
+/* A namespace's copy of the allocator, for a GOT patcher (opal_mem_hooks_patch_copy). */
+int opal_mem_hooks_patch_alloc_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg),
+                                    void *arg);
+void opal_mem_hooks_unpatch_alloc_copy(int variant, bool unloaded);
+
+/* memory_intercepts.c.  Install them with the selected patcher; all or
+ * nothing is left patched, but the caller undoes what was patched. */
+int opal_mem_hooks_install_intercepts(void);
+/*
+ * Put back jumps that another hooker wrote over since setup, chaining to its
+ * code (cold).  An error means events are lost: the caller reports it.
+ */
+int opal_mem_hooks_check_intercepts(void);
+/* Restore every patch.  Chain targets stay valid for threads still inside. */
+void opal_mem_hooks_uninstall_intercepts(void);
+/*
+ * Patch one copy, its functions found by lookup (all or nothing): the
+ * functions themselves by address, or for a GOT patcher the calls that
+ * reach them and its allocator, each sent to the variant's entry, which
+ * chains to the copy's own function.
+ */
+int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg),
+                              void *arg);
+/* Whether every jump written into the copy is still there (the copy is mapped). */
+bool opal_mem_hooks_copy_intact(int variant);
+/* Undo the copy's patches, or with unloaded, drop them without writing. */
+void opal_mem_hooks_unpatch_copy(int variant, bool unloaded);
+
+/*
+ * memory_dl.c.  Watch dlopen, dlmopen and dlclose (dynamic process): after
+ * each, mca_patcher_base_loader_changed() (the API on top checks the
+ * source then).  An address-based patcher's watchers are ours; a GOT
+ * patcher watches the loader itself.  Failing to watch is not fatal (said
+ * once).
+ */
+void opal_mem_hooks_install_dl_watch(void);
+/* Bring the patched copies in line with the loaded ones (hooks' lock held). */
+void opal_mem_hooks_sync_copies(void);
+/* Forget every copy (before the restore of all patches; hooks' lock held). */
+void opal_mem_hooks_forget_copies(void);
+
+/* For the tools: the names of the intercepted functions, and what
+ * installing the allocator intercepts changed in its behaviour (or NULL). */
+size_t opal_mem_hooks_intercept_names(const char **names, size_t max);
+const char *opal_mem_hooks_alloc_tradeoff(void);
+
+#endif
