@@ -228,9 +228,6 @@ int opal_mem_hooks_install_alloc_intercepts(void)
 int opal_mem_hooks_patch_alloc_copy(int v, uintptr_t (*lookup)(const char *name, void *arg), void *arg)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
-    if (NULL == patcher || NULL == patcher->patch_definition) {
-        return OPAL_ERR_NOT_SUPPORTED;
-    }
     if (opal_valgrind_replaces_malloc()) {
         return OPAL_SUCCESS; /* its blocks are valgrind's, in every namespace */
     }
@@ -269,9 +266,6 @@ static bool patch_to_variant(mca_patcher_base_patch_t *patch, void *arg)
 void opal_mem_hooks_unpatch_alloc_copy(int v, bool unloaded)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
-    if (NULL == patcher || NULL == patcher->patch_retire) {
-        return;
-    }
     for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
         patcher->patch_retire(alloc_targets[i].entry[v]);
     }

@@ -113,15 +113,14 @@ static void watch_by_address(mca_patcher_base_module_t *patcher)
     }
 }
 
-void opal_mem_hooks_install_dl_watch(void)
+void opal_mem_hooks_install_dl_watch(mca_patcher_base_style_t style)
 {
-    mca_patcher_base_module_t *patcher = opal_patcher;
     if (NULL == dlopen || NULL == dlsym || NULL == dlmopen) {
         return; /* a static program has no loader to watch */
     }
-    if (NULL != patcher->patch_address_chain) {
-        watch_by_address(patcher);
-    } else if (NULL != patcher->patch_definition) {
+    if (MCA_PATCHER_BASE_STYLE_BY_ADDRESS == style) {
+        watch_by_address(opal_patcher);
+    } else if (MCA_PATCHER_BASE_STYLE_BY_SYMBOL == style) {
         chain.dlmopen = dlmopen;
         chain.dlclose = dlclose;
         watching = true;
@@ -146,7 +145,7 @@ static uintptr_t lookup_in_copy(const char *name, void *handle)
 }
 
 /* Patch the copy at map in a free slot: the slot, or -1. */
-static int patch_new_copy(const struct link_map *map)
+static int patch_new_copy(mca_patcher_base_style_t style, const struct link_map *map)
 {
     int slot = 0;
     while (slot < OPAL_MEM_HOOKS_MAX_COPIES && NULL != copies[slot].map) {
@@ -164,7 +163,8 @@ static int patch_new_copy(const struct link_map *map)
     if (NULL == handle) {
         return -1;
     }
-    int rc = opal_mem_hooks_patch_copy(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + slot, lookup_in_copy, handle);
+    int rc = opal_mem_hooks_patch_copy(style, OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + slot,
+                                       lookup_in_copy, handle);
     chain.dlclose(handle);
     if (OPAL_SUCCESS != rc) {
         opal_output("memory hooks: cannot patch the libc of namespace %ld (%s): its releases are "
@@ -187,9 +187,9 @@ static int copy_of(const struct link_map *map)
 }
 
 /* Forget copy i: unloaded (or loaded anew), nothing is written there. */
-static void drop_copy(int i)
+static void drop_copy(mca_patcher_base_style_t style, int i)
 {
-    opal_mem_hooks_unpatch_copy(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i, true);
+    opal_mem_hooks_unpatch_copy(style, OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i, true);
     copies[i].map = NULL;
 }
 
@@ -199,7 +199,7 @@ static void drop_copy(int i)
  * debugger interface is read without its lock (debuggers do so from
  * outside): called after the loader's work, as it is here.
  */
-static void sync(bool patch_new)
+static void sync(mca_patcher_base_style_t style, bool patch_new)
 {
     bool seen[OPAL_MEM_HOOKS_MAX_COPIES] = {false};
     const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
@@ -213,11 +213,11 @@ static void sync(bool patch_new)
         if (i >= 0 && !opal_mem_hooks_copy_intact(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i)) {
             /* Loaded again at the same place by a dlclose and dlmopen we
              * did not see (made inside the namespace): fresh code. */
-            drop_copy(i);
+            drop_copy(style, i);
             i = -1;
         }
         if (i < 0 && patch_new) {
-            i = patch_new_copy(map);
+            i = patch_new_copy(style, map);
         }
         if (i >= 0) {
             seen[i] = true;
@@ -225,22 +225,22 @@ static void sync(bool patch_new)
     }
     for (int i = 0; i < OPAL_MEM_HOOKS_MAX_COPIES; i++) {
         if (NULL != copies[i].map && !seen[i]) {
-            drop_copy(i);
+            drop_copy(style, i);
         }
     }
 }
 
-void opal_mem_hooks_sync_copies(void)
+void opal_mem_hooks_sync_copies(mca_patcher_base_style_t style)
 {
     if (watching) {
-        sync(true);
+        sync(style, true);
     }
 }
 
-void opal_mem_hooks_forget_copies(void)
+void opal_mem_hooks_forget_copies(mca_patcher_base_style_t style)
 {
     /* Those still loaded are restored with every other patch. */
-    sync(false);
+    sync(style, false);
     memset(copies, 0, sizeof(copies));
     watching = false;
 }

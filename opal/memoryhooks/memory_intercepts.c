@@ -410,16 +410,11 @@ static int patch_definition(mca_patcher_base_module_t *patcher, const intercept_
         t->chain[v] = (void *) to;
         return OPAL_SUCCESS;
     }
-    int rc = patcher->patch_address_chain
-                 ? patcher->patch_address_chain(def, t->entry[v], (uintptr_t *) &t->chain[v])
-                 : patcher->patch_address(def, t->entry[v]);
+    int rc = patcher->patch_address_chain(def, t->entry[v], (uintptr_t *) &t->chain[v]);
     if (OPAL_SUCCESS != rc) {
         opal_output("cannot intercept %s at %p with patcher %s: %s", t->name, (void *) def,
                     patcher->super.module_component->mca_component_name, opal_strerror(rc));
         return rc;
-    }
-    if (NULL == patcher->patch_address_chain) {
-        t->chain[v] = (void *) mca_patcher_base_chain_of(patcher, def);
     }
     mca_patcher_base_name_patch(patcher, def, t->name);
     patched[t - targets][v] = def;
@@ -445,22 +440,6 @@ static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_
     return OPAL_SUCCESS;
 }
 
-/* Whether the newest patch of func still holds the bytes we wrote. */
-static bool jump_intact(mca_patcher_base_module_t *patcher, uintptr_t func)
-{
-    bool intact = true;
-    mca_patcher_base_patch_t *patch;
-    pthread_mutex_lock(&patcher->patch_list_mutex);
-    OPAL_LIST_FOREACH (patch, &patcher->patch_list, mca_patcher_base_patch_t) {
-        if (patch->patch_func == func) {
-            intact = 0 == memcmp((const void *) patch->patch_orig, patch->patch_data,
-                                 patch->patch_data_size);
-        }
-    }
-    pthread_mutex_unlock(&patcher->patch_list_mutex);
-    return intact;
-}
-
 /*
  * Another hooker may write over our jumps later: UCX's libucm in bistro
  * mode, loaded after our setup, puts its own jump at the entry of munmap &
@@ -468,17 +447,17 @@ static bool jump_intact(mca_patcher_base_module_t *patcher, uintptr_t func)
  * run again.  Put our jump back in front of its code and chain to it: both
  * see every call.  Cold: run from registration and support_level.
  */
-int opal_mem_hooks_check_intercepts(void)
+int opal_mem_hooks_check_intercepts(mca_patcher_base_style_t style)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
-    if (NULL == patcher || NULL == patcher->patch_address_chain) {
+    if (NULL == patcher || MCA_PATCHER_BASE_STYLE_BY_ADDRESS != style) {
         return OPAL_SUCCESS; /* GOT slots: the linux component takes them back itself */
     }
     for (size_t i = 0; i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
         for (int v = 0; v < NUM_VARIANTS; v++) {
             const uintptr_t func = patched[i][v];
-            if (0 == func || jump_intact(patcher, func)) {
+            if (0 == func || mca_patcher_base_patch_intact(patcher, func)) {
                 continue;
             }
             opal_output("%s at %p: another hooker wrote over our jump since our setup (UCX's "
@@ -524,41 +503,38 @@ static int patch_copy_calls(mca_patcher_base_module_t *patcher, int variant,
     return opal_mem_hooks_patch_alloc_copy(variant, lookup, arg);
 }
 
-int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg), void *arg)
+int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, int variant,
+                              uintptr_t (*lookup)(const char *name, void *arg), void *arg)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
     if (NULL == patcher || variant < OPAL_MEM_HOOKS_FIRST_COPY_VARIANT || variant >= NUM_VARIANTS) {
         return OPAL_ERR_BAD_PARAM;
     }
-    for (size_t i = 0; i < NUM_TARGETS; i++) {
+    int rc = OPAL_SUCCESS;
+    if (MCA_PATCHER_BASE_STYLE_BY_SYMBOL == style) {
+        rc = patch_copy_calls(patcher, variant, lookup, arg);
+    }
+    for (size_t i = 0; MCA_PATCHER_BASE_STYLE_BY_ADDRESS == style && i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
-        const uintptr_t def = NULL == patcher->patch_address ? 0 : lookup(t->name, arg);
+        const uintptr_t def = lookup(t->name, arg);
         patched[i][variant] = 0;
-        if (0 == def) {
-            continue; /* the copy does not have it: nobody there can call it */
-        }
-        int rc = patch_definition(patcher, t, variant, def);
+        /* A def of 0: the copy does not have it, nobody there can call it. */
+        rc = 0 == def ? OPAL_SUCCESS : patch_definition(patcher, t, variant, def);
         if (OPAL_SUCCESS != rc) {
-            opal_mem_hooks_unpatch_copy(variant, false);
-            return rc;
+            break;
         }
     }
-    if (NULL == patcher->patch_address) {
-        int rc = NULL == patcher->patch_definition
-                     ? OPAL_ERR_NOT_SUPPORTED
-                     : patch_copy_calls(patcher, variant, lookup, arg);
-        if (OPAL_SUCCESS != rc) {
-            opal_mem_hooks_unpatch_copy(variant, false);
-        }
-        return rc;
+    if (OPAL_SUCCESS != rc) {
+        opal_mem_hooks_unpatch_copy(style, variant, false);
     }
-    return OPAL_SUCCESS;
+    return rc;
 }
 
 bool opal_mem_hooks_copy_intact(int variant)
 {
     for (size_t i = 0; i < NUM_TARGETS; i++) {
-        if (0 != patched[i][variant] && !jump_intact(opal_patcher, patched[i][variant])) {
+        if (0 != patched[i][variant] &&
+            !mca_patcher_base_patch_intact(opal_patcher, patched[i][variant])) {
             return false;
         }
     }
@@ -577,15 +553,15 @@ static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
     return false;
 }
 
-void opal_mem_hooks_unpatch_copy(int variant, bool unloaded)
+void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, int variant, bool unloaded)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
     if (NULL == patcher) {
         return;
     }
-    if (NULL == patcher->patch_address) {
+    if (MCA_PATCHER_BASE_STYLE_BY_SYMBOL == style) {
         /* Objects loaded from now on do not get the variant's entries. */
-        for (size_t i = 0; i < NUM_TARGETS && NULL != patcher->patch_retire; i++) {
+        for (size_t i = 0; i < NUM_TARGETS; i++) {
             patcher->patch_retire(targets[i].entry[variant]);
         }
         opal_mem_hooks_unpatch_alloc_copy(variant, unloaded);
@@ -615,10 +591,10 @@ static int patch_by_symbol(mca_patcher_base_module_t *patcher, const intercept_t
     return OPAL_SUCCESS;
 }
 
-int opal_mem_hooks_install_intercepts(void)
+int opal_mem_hooks_install_intercepts(mca_patcher_base_style_t style)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
-    bool by_address = (NULL != patcher->patch_address);
+    const bool by_address = MCA_PATCHER_BASE_STYLE_BY_ADDRESS == style;
     int rc = OPAL_SUCCESS;
     chain_frames_needed = false; /* set per target, before its patch goes live */
     /* Lookups that call dlopen come before the first patch: the dlopen we

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory_registry.h"
 #include "opal/memoryhooks/memory_source.h"
 
@@ -43,14 +44,18 @@ int opal_mem_hooks_patch_alloc_copy(int variant, uintptr_t (*lookup)(const char 
                                     void *arg);
 void opal_mem_hooks_unpatch_alloc_copy(int variant, bool unloaded);
 
-/* memory_intercepts.c.  Install them with the selected patcher; all or
- * nothing is left patched, but the caller undoes what was patched. */
-int opal_mem_hooks_install_intercepts(void);
+/*
+ * memory_intercepts.c.  Each function that branches on how the selected
+ * patcher patches is told (mca_patcher_base_style(), asked at the start).
+ * Install the intercepts with it; on failure the caller undoes what was
+ * patched (all or nothing).
+ */
+int opal_mem_hooks_install_intercepts(mca_patcher_base_style_t style);
 /*
  * Put back jumps that another hooker wrote over since setup, chaining to its
  * code (cold).  An error means events are lost: the caller reports it.
  */
-int opal_mem_hooks_check_intercepts(void);
+int opal_mem_hooks_check_intercepts(mca_patcher_base_style_t style);
 /* Restore every patch.  Chain targets stay valid for threads still inside. */
 void opal_mem_hooks_uninstall_intercepts(void);
 /*
@@ -59,12 +64,12 @@ void opal_mem_hooks_uninstall_intercepts(void);
  * reach them and its allocator, each sent to the variant's entry, which
  * chains to the copy's own function.
  */
-int opal_mem_hooks_patch_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg),
-                              void *arg);
+int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, int variant,
+                              uintptr_t (*lookup)(const char *name, void *arg), void *arg);
 /* Whether every jump written into the copy is still there (the copy is mapped). */
 bool opal_mem_hooks_copy_intact(int variant);
 /* Undo the copy's patches, or with unloaded, drop them without writing. */
-void opal_mem_hooks_unpatch_copy(int variant, bool unloaded);
+void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, int variant, bool unloaded);
 
 /*
  * memory_dl.c.  Watch dlopen, dlmopen and dlclose (dynamic process): after
@@ -73,11 +78,11 @@ void opal_mem_hooks_unpatch_copy(int variant, bool unloaded);
  * patcher watches the loader itself.  Failing to watch is not fatal (said
  * once).
  */
-void opal_mem_hooks_install_dl_watch(void);
+void opal_mem_hooks_install_dl_watch(mca_patcher_base_style_t style);
 /* Bring the patched copies in line with the loaded ones (hooks' lock held). */
-void opal_mem_hooks_sync_copies(void);
+void opal_mem_hooks_sync_copies(mca_patcher_base_style_t style);
 /* Forget every copy (before the restore of all patches; hooks' lock held). */
-void opal_mem_hooks_forget_copies(void);
+void opal_mem_hooks_forget_copies(mca_patcher_base_style_t style);
 
 /* For the tools: the names of the intercepted functions, and what
  * installing the allocator intercepts changed in its behaviour (or NULL). */

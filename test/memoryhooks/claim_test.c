@@ -35,13 +35,17 @@ static void check_munmap_event(const char *when)
     CHECK_MSG(1 == events, "%s: %d events for munmap", when, events);
 }
 
+static void count_patch(const mca_patcher_base_patch_t *patch, bool intact, void *arg)
+{
+    (void) patch, (void) intact;
+    ++*(size_t *) arg;
+}
+
 static size_t count_patches(void)
 {
     size_t n = 0;
     if (opal_patcher) {
-        pthread_mutex_lock(&opal_patcher->patch_list_mutex);
-        n = opal_list_get_size(&opal_patcher->patch_list);
-        pthread_mutex_unlock(&opal_patcher->patch_list_mutex);
+        mca_patcher_base_foreach_patch(opal_patcher, count_patch, &n);
     }
     return n;
 }

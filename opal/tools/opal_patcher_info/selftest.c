@@ -410,6 +410,20 @@ static int check_namespace(void)
     return failed;
 }
 
+/* Bytes no longer ours (not intact): another hooker patched over us (it owns the hook now). */
+static void print_patch(const mca_patcher_base_patch_t *patch, bool intact, void *arg)
+{
+    (void) arg;
+    Dl_info info = {0};
+    if (dladdr) {
+        dladdr((void *) patch->patch_orig, &info);
+    }
+    printf("  %-14s at %#lx in %s: %s%s\n", patch->patch_symbol ? patch->patch_symbol : "(address)",
+           (unsigned long) patch->patch_orig, info.dli_fname ? info.dli_fname : "the executable",
+           patch->patch_how ? patch->patch_how : "",
+           intact ? "" : " [patched over by another hooker]");
+}
+
 void opal_patcher_info_print_patches(void)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
@@ -417,21 +431,7 @@ void opal_patcher_info_print_patches(void)
         return;
     }
     printf("Patches applied:\n");
-    pthread_mutex_lock(&patcher->patch_list_mutex);
-    mca_patcher_base_patch_t *patch;
-    OPAL_LIST_FOREACH (patch, &patcher->patch_list, mca_patcher_base_patch_t) {
-        Dl_info info = {0};
-        if (dladdr) {
-            dladdr((void *) patch->patch_orig, &info);
-        }
-        /* Bytes no longer ours: another hooker patched over us (it owns the hook now). */
-        const bool ours = 0 == memcmp((const void *) patch->patch_orig, patch->patch_data,
-                                      patch->patch_data_size);
-        printf("  %-14s at %#lx in %s: %s%s\n", patch->patch_symbol ? patch->patch_symbol : "(address)",
-               (unsigned long) patch->patch_orig, info.dli_fname ? info.dli_fname : "the executable",
-               patch->patch_how ? patch->patch_how : "", ours ? "" : " [patched over by another hooker]");
-    }
-    pthread_mutex_unlock(&patcher->patch_list_mutex);
+    mca_patcher_base_foreach_patch(patcher, print_patch, NULL);
     if (patcher->patch_limits) {
         printf("Limits of %s: %s\n", mca_patcher_base_selected_name(), patcher->patch_limits);
     }

@@ -44,6 +44,24 @@ void mca_patcher_base_fini(void);
 void mca_patcher_base_set_loader_callback(void (*callback)(void));
 void mca_patcher_base_loader_changed(void);
 
+/*
+ * How the selected module patches, for its user to ask once, at setup
+ * (NONE before the selection):
+ *  - BY_ADDRESS: the code of a function itself, named by its address, the
+ *    chain handed out (patch_address_chain): every caller of that code is
+ *    caught, libc's own calls too;
+ *  - BY_SYMBOL: the calls between objects that name a symbol
+ *    (patch_symbol; patch_definition and patch_retire for one copy of a
+ *    library): blind to the calls inside an object.
+ * A module that offers neither is not selected.
+ */
+typedef enum {
+    MCA_PATCHER_BASE_STYLE_NONE,
+    MCA_PATCHER_BASE_STYLE_BY_ADDRESS,
+    MCA_PATCHER_BASE_STYLE_BY_SYMBOL,
+} mca_patcher_base_style_t;
+mca_patcher_base_style_t mca_patcher_base_style(void);
+
 /* Who delivers our events, as mca_patcher_base_selected_name() reports it. */
 void mca_patcher_base_set_selected_name(const char *name);
 
@@ -71,6 +89,23 @@ void mca_patcher_base_name_patch(mca_patcher_base_module_t *module, uintptr_t fu
 
 /* The chain target recorded for a patch of the function at func_addr, or 0. */
 uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t func_addr);
+
+/*
+ * Whether the newest patch of the function at func_addr still holds the
+ * bytes it wrote (another hooker may have written over them since); true
+ * when there is none.
+ */
+bool mca_patcher_base_patch_intact(mca_patcher_base_module_t *module, uintptr_t func_addr);
+
+/*
+ * Call fn for each applied patch, oldest first; intact says whether the
+ * patched place still holds the bytes written there.  The module's list
+ * is locked meanwhile: fn must neither patch nor restore.
+ */
+void mca_patcher_base_foreach_patch(mca_patcher_base_module_t *module,
+                                    void (*fn)(const mca_patcher_base_patch_t *patch, bool intact,
+                                               void *arg),
+                                    void *arg);
 
 /*
  * Run write(arg) with the pages of [addr, addr+len) writable, then put each

@@ -4,6 +4,7 @@
 #include "opal_config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "opal/mca/patcher/base/base.h"
 #include "opal/util/debug.h"
@@ -69,6 +70,39 @@ uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t
     }
     pthread_mutex_unlock(&module->patch_list_mutex);
     return chain;
+}
+
+/* The patched place holds what the patch wrote (module's list lock held). */
+static bool holds_its_bytes(const mca_patcher_base_patch_t *patch)
+{
+    return 0 == memcmp((const void *) patch->patch_orig, patch->patch_data, patch->patch_data_size);
+}
+
+bool mca_patcher_base_patch_intact(mca_patcher_base_module_t *module, uintptr_t func_addr)
+{
+    bool intact = true;
+    mca_patcher_base_patch_t *patch;
+    pthread_mutex_lock(&module->patch_list_mutex);
+    OPAL_LIST_FOREACH (patch, &module->patch_list, mca_patcher_base_patch_t) {
+        if (patch->patch_func == func_addr) {
+            intact = holds_its_bytes(patch);
+        }
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+    return intact;
+}
+
+void mca_patcher_base_foreach_patch(mca_patcher_base_module_t *module,
+                                    void (*fn)(const mca_patcher_base_patch_t *patch, bool intact,
+                                               void *arg),
+                                    void *arg)
+{
+    mca_patcher_base_patch_t *patch;
+    pthread_mutex_lock(&module->patch_list_mutex);
+    OPAL_LIST_FOREACH (patch, &module->patch_list, mca_patcher_base_patch_t) {
+        fn(patch, holds_its_bytes(patch), arg);
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
 }
 
 void mca_patcher_base_name_patch(mca_patcher_base_module_t *module, uintptr_t func_addr, const char *symbol)

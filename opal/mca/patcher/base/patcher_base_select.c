@@ -15,6 +15,7 @@ mca_patcher_base_module_t *opal_patcher = NULL;
 
 static const char *claimed_style;
 static const char *selected_name;
+static mca_patcher_base_style_t selected_style;
 
 /* The styles a consumer may claim: other hookers we know how to stack with. */
 static const char *const known_styles[] = {"ucx", NULL};
@@ -93,6 +94,23 @@ static int select_claimed(mca_base_module_t **module, const mca_base_component_t
     return OPAL_ERR_NOT_FOUND;
 }
 
+mca_patcher_base_style_t mca_patcher_base_style(void)
+{
+    return selected_style;
+}
+
+static mca_patcher_base_style_t style_of(const mca_patcher_base_module_t *patcher)
+{
+    if (NULL != patcher->patch_address_chain) {
+        return MCA_PATCHER_BASE_STYLE_BY_ADDRESS;
+    }
+    if (NULL != patcher->patch_symbol && NULL != patcher->patch_definition &&
+        NULL != patcher->patch_retire) {
+        return MCA_PATCHER_BASE_STYLE_BY_SYMBOL;
+    }
+    return MCA_PATCHER_BASE_STYLE_NONE;
+}
+
 int mca_patcher_base_select(void)
 {
     if (NULL != opal_patcher) {
@@ -121,6 +139,12 @@ int mca_patcher_base_select(void)
         return OPAL_ERR_NOT_SUPPORTED;
     }
     mca_patcher_base_module_t *patcher = (mca_patcher_base_module_t *) module;
+    const mca_patcher_base_style_t style = style_of(patcher);
+    if (MCA_PATCHER_BASE_STYLE_NONE == style) {
+        opal_output("patcher component %s patches neither by address with a chain nor by symbol",
+                    component->mca_component_name);
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
     opal_list_init(&patcher->patch_list);
     pthread_mutex_init(&patcher->patch_list_mutex, NULL);
     if (patcher->patch_init) {
@@ -131,6 +155,7 @@ int mca_patcher_base_select(void)
             return OPAL_ERR_NOT_SUPPORTED;
         }
     }
+    selected_style = style;
     opal_patcher = patcher;
     return OPAL_SUCCESS;
 }
@@ -147,5 +172,6 @@ void mca_patcher_base_fini(void)
         opal_patcher = NULL;
     }
     selected_name = NULL;
+    selected_style = MCA_PATCHER_BASE_STYLE_NONE;
     claimed_style = NULL;
 }

@@ -1,7 +1,8 @@
 /*
  * Patcher selection through the whole stack: include lists, exclude lists,
  * priorities, and bad selections that must fail with a clear message and
- * leave nothing behind.
+ * leave nothing behind; how the selected component patches (its style),
+ * known from the selection to the last finalize only.
  */
 #include "opal_config.h"
 
@@ -21,6 +22,8 @@ static void callback(void *buf, size_t len, void *cbdata, bool from_alloc)
     (void) buf, (void) len, (void) cbdata, (void) from_alloc;
 }
 
+static mca_patcher_base_style_t style_seen; /* the last selection's */
+
 /* Init with the given environment settings, set up, return the selection. */
 static char *select_with(const char *selection, const char *priority_name, const char *priority)
 {
@@ -30,11 +33,14 @@ static char *select_with(const char *selection, const char *priority_name, const
         setenv(priority_name, priority, 1);
     }
     name[0] = '\0';
+    style_seen = MCA_PATCHER_BASE_STYLE_NONE;
     CHECK(NULL == mca_patcher_base_selected_name());
+    CHECK(MCA_PATCHER_BASE_STYLE_NONE == mca_patcher_base_style());
     if (OPAL_SUCCESS == opal_init_util(NULL, NULL)) {
         CHECK(NULL == mca_patcher_base_selected_name()); /* nothing before the delayed setup */
         if (OPAL_SUCCESS == opal_mem_hooks_register_release(callback, NULL)) {
             snprintf(name, sizeof(name), "%s", mca_patcher_base_selected_name());
+            style_seen = mca_patcher_base_style();
             opal_mem_hooks_unregister_release(callback);
         }
         opal_finalize_util();
@@ -64,11 +70,14 @@ static void expect_bad_selection(const char *selection, const char *bad_name)
 int main(void)
 {
     CHECK(0 == strcmp(select_with("linux", NULL, NULL), "linux"));
+    CHECK(MCA_PATCHER_BASE_STYLE_BY_SYMBOL == style_seen);
     CHECK(0 == strcmp(select_with("^overwrite", NULL, NULL), "linux"));
     /* Where it has instructions, the code overwrite wins on priority by
      * default; elsewhere it declines and linux is chosen. */
     const char *overwrite = MCA_PATCHER_OVERWRITE_HAVE_ARCH ? "overwrite" : "";
     CHECK(0 == strcmp(select_with("overwrite", NULL, NULL), overwrite));
+    CHECK((MCA_PATCHER_OVERWRITE_HAVE_ARCH ? MCA_PATCHER_BASE_STYLE_BY_ADDRESS
+                                           : MCA_PATCHER_BASE_STYLE_NONE) == style_seen);
     CHECK(0 == strcmp(select_with("^linux", NULL, NULL), overwrite));
     CHECK(0 == strcmp(select_with(NULL, NULL, NULL),
                       MCA_PATCHER_OVERWRITE_HAVE_ARCH ? "overwrite" : "linux"));

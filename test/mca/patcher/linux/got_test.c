@@ -114,16 +114,23 @@ static int snapshot_early(struct dl_phdr_info *info, size_t size, void *arg)
     return strstr(info->dlpi_name, "libearly.so") ? snapshot_object(info, size, arg) : 0;
 }
 
+typedef struct {
+    const char *object;
+    int n;
+} records_t;
+
+static void count_record(const mca_patcher_base_patch_t *patch, bool intact, void *arg)
+{
+    records_t *r = arg;
+    (void) intact;
+    r->n += NULL != patch->patch_how && NULL != strstr(patch->patch_how, r->object);
+}
+
 static int records_in(const char *object)
 {
-    int n = 0;
-    mca_patcher_base_patch_t *patch;
-    pthread_mutex_lock(&opal_patcher->patch_list_mutex);
-    OPAL_LIST_FOREACH (patch, &opal_patcher->patch_list, mca_patcher_base_patch_t) {
-        n += NULL != patch->patch_how && NULL != strstr(patch->patch_how, object);
-    }
-    pthread_mutex_unlock(&opal_patcher->patch_list_mutex);
-    return n;
+    records_t r = {object, 0};
+    mca_patcher_base_foreach_patch(opal_patcher, count_record, &r);
+    return r.n;
 }
 
 int main(void)
