@@ -50,7 +50,7 @@
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
 #if OPAL_HAVE_LIBURING
-#    include "opal/mca/rcache/base/rcache_uring.h"
+#    include "opal/mca/rcache/base/rcache_base_device_uring.h"
 #endif
 
 #define ROUNDS 10       /* per side and measurement, taking turns */
@@ -430,12 +430,12 @@ static double uring_send_loop(const char *leave_pinned)
     setenv("OMPI_MCA_mpi_leave_pinned", leave_pinned, 1);
     opal_init_util(NULL, NULL);
     struct io_uring ring;
-    mca_rcache_uring_t dev;
+    mca_rcache_base_device_uring_t dev;
     double result = -1;
     if (0 == io_uring_queue_init(8, &ring, 0)) {
-        if (OPAL_SUCCESS == mca_rcache_uring_init(&dev, &ring, 16)) {
+        if (OPAL_SUCCESS == mca_rcache_base_device_uring_init(&dev, &ring, 16)) {
             mca_rcache_base_resources_t res;
-            mca_rcache_uring_resources(&dev, &res);
+            mca_rcache_base_device_uring_resources(&dev, &res);
             mca_rcache_base_module_t *rc = mca_rcache_base_module_create(NULL, NULL, &res);
             int fd = memfd_create("bench", 0);
             size_t len = 64 * 1024, iters = 20000;
@@ -447,7 +447,7 @@ static double uring_send_loop(const char *leave_pinned)
                 rc->rcache_register(rc, buf, len, 0, 0, &reg);
                 struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
                 io_uring_prep_write_fixed(sqe, fd, buf, len, 0,
-                                          ((mca_rcache_uring_reg_t *) reg)->buf_index);
+                                          ((mca_rcache_base_device_uring_reg_t *) reg)->buf_index);
                 io_uring_submit(&ring);
                 struct io_uring_cqe *cqe;
                 io_uring_wait_cqe(&ring, &cqe);
@@ -460,7 +460,7 @@ static double uring_send_loop(const char *leave_pinned)
             }
             close(fd);
             munmap(buf, len);
-            mca_rcache_uring_fini(&dev);
+            mca_rcache_base_device_uring_fini(&dev);
         }
         io_uring_queue_exit(&ring);
     }

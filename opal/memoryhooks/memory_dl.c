@@ -47,7 +47,7 @@ static struct {
 } chain;
 
 /* Whether copies are patched (the loader watched); the copies: guarded by
- * the registry lock. */
+ * the hooks' lock. */
 static bool watching;
 typedef struct {
     const struct link_map *map; /* 0 when the slot is free */

@@ -5,10 +5,12 @@
  * sources, starts and stops them and holds the lock.  A source calls
  * nothing above it.
  *
- * The sources: our patches (the intercepts, the namespace copies, the
- * loader watch), UCX's libucm events, and the kernel's userfaultfd, which
- * sees only the ranges subscribed to it (the registration cache subscribes
- * what it caches).  One file, or one small folder, per source.
+ * The sources: our patches (memory_patch.h: the intercepts, the namespace
+ * copies, the loader watch), UCX's libucm events (memory_ucx.h), and the
+ * kernel's userfaultfd (memory_uffd.h), which sees only the ranges
+ * subscribed to it: the registration cache starts it beside the one that
+ * delivers our events (opal_mem_hooks_source_get) and subscribes what it
+ * caches.  One file, or one small folder, per source.
  */
 #ifndef OPAL_MEMORYHOOKS_MEMORY_SOURCE_H
 #define OPAL_MEMORYHOOKS_MEMORY_SOURCE_H
@@ -31,8 +33,10 @@ typedef struct opal_mem_source_t {
     int (*support_level)(void);
     /*
      * Repair after the process changed under the source (the loader added
-     * or removed objects, another hooker wrote over a patch).  An error
-     * means events are lost; the caller reports it.  NULL: nothing to do.
+     * or removed objects, another hooker wrote over a patch): called at
+     * each registration and after each load (lock held).  An error means
+     * events are lost; the caller reports it.  NULL: nothing to do, and
+     * the loader is not watched for it.
      */
     int (*check)(void);
     /* Stop: when it returns the source delivers no more events. */

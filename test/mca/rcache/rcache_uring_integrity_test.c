@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "opal/mca/rcache/base/base.h"
-#include "opal/mca/rcache/base/rcache_uring.h"
+#include "opal/mca/rcache/base/rcache_base_device_uring.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/memoryhooks/memory_uffd.h"
 #include "opal/runtime/opal.h"
@@ -44,7 +44,7 @@
 #define SIZE (256 * 1024) /* above glibc's mmap threshold */
 
 static struct io_uring ring;
-static mca_rcache_uring_t dev;
+static mca_rcache_base_device_uring_t dev;
 static mca_rcache_base_module_t *rcache;
 static int src_fd; /* memfd holding the data to read */
 static size_t page;
@@ -66,7 +66,8 @@ static int read_fixed(unsigned char *buf, unsigned seed)
         return -1;
     }
     struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-    io_uring_prep_read_fixed(sqe, src_fd, buf, SIZE, 0, ((mca_rcache_uring_reg_t *) reg)->buf_index);
+    io_uring_prep_read_fixed(sqe, src_fd, buf, SIZE, 0,
+                             ((mca_rcache_base_device_uring_reg_t *) reg)->buf_index);
     io_uring_submit(&ring);
     struct io_uring_cqe *cqe;
     io_uring_wait_cqe(&ring, &cqe);
@@ -274,7 +275,7 @@ int main(int argc, char **argv)
     if (0 != io_uring_queue_init(8, &ring, 0)) {
         TEST_SKIP("io_uring is not available here (kernel or seccomp)");
     }
-    int rc = mca_rcache_uring_init(&dev, &ring, 64);
+    int rc = mca_rcache_base_device_uring_init(&dev, &ring, 64);
     if (OPAL_ERR_NOT_SUPPORTED == rc) {
         TEST_SKIP("the kernel has no sparse io_uring buffer tables (needs 5.19)");
     }
@@ -282,7 +283,7 @@ int main(int argc, char **argv)
     src_fd = memfd_create("rcache-integrity", 0);
     CHECK(src_fd >= 0);
     mca_rcache_base_resources_t res;
-    mca_rcache_uring_resources(&dev, &res);
+    mca_rcache_base_device_uring_resources(&dev, &res);
     const char *uffd_off = raw && !expect_stale ? opal_mem_uffd_probe() : NULL;
     if (uffd_off) {
         TEST_SKIP("the userfaultfd source cannot start here: %s", uffd_off);
@@ -340,7 +341,7 @@ int main(int argc, char **argv)
     printf("%u of %u release ways stale, %llu caught by the frame sanitizer\n", stale, tested,
            (unsigned long long) caught);
     mca_rcache_base_module_destroy(rcache);
-    mca_rcache_uring_fini(&dev);
+    mca_rcache_base_device_uring_fini(&dev);
     io_uring_queue_exit(&ring);
     opal_finalize_util();
     return test_finish(expect_stale ? "rcache_uring_integrity_test (negative control)"

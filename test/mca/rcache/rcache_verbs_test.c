@@ -9,17 +9,19 @@
 #include <unistd.h>
 
 #include "opal/mca/rcache/base/base.h"
-#include "opal/mca/rcache/base/rcache_verbs.h"
+#include "opal/mca/rcache/base/rcache_base_device_verbs.h"
 #include "opal/runtime/opal.h"
 #include "test/support/test_util.h"
 
 int main(void)
 {
-    CHECK(IBV_ACCESS_LOCAL_WRITE == mca_rcache_verbs_access(MCA_RCACHE_ACCESS_LOCAL_WRITE));
-    CHECK((IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
-          == mca_rcache_verbs_access(MCA_RCACHE_ACCESS_REMOTE_WRITE));
-    CHECK(IBV_ACCESS_REMOTE_READ == mca_rcache_verbs_access(MCA_RCACHE_ACCESS_REMOTE_READ));
-    CHECK(0 == mca_rcache_verbs_access(0));
+    CHECK(IBV_ACCESS_LOCAL_WRITE ==
+          mca_rcache_base_device_verbs_access(MCA_RCACHE_ACCESS_LOCAL_WRITE));
+    CHECK((IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ==
+          mca_rcache_base_device_verbs_access(MCA_RCACHE_ACCESS_REMOTE_WRITE));
+    CHECK(IBV_ACCESS_REMOTE_READ ==
+          mca_rcache_base_device_verbs_access(MCA_RCACHE_ACCESS_REMOTE_READ));
+    CHECK(0 == mca_rcache_base_device_verbs_access(0));
     if (test_failures) {
         return test_finish("rcache_verbs_test");
     }
@@ -37,14 +39,14 @@ int main(void)
     setenv("OMPI_MCA_mpi_leave_pinned", "-1", 0);
     CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
     mca_rcache_base_resources_t res;
-    mca_rcache_verbs_resources(pd, &res);
+    mca_rcache_base_device_verbs_resources(pd, &res);
     mca_rcache_base_module_t *rc = mca_rcache_base_module_create(NULL, NULL, &res);
     CHECK(NULL != rc);
     size_t len = 16 * (size_t) sysconf(_SC_PAGESIZE);
     unsigned char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     mca_rcache_base_registration_t *a, *b;
     CHECK(OPAL_SUCCESS == rc->rcache_register(rc, buf, len, 0, MCA_RCACHE_ACCESS_LOCAL_WRITE, &a));
-    struct ibv_mr *mr = ((mca_rcache_verbs_reg_t *) a)->mr;
+    struct ibv_mr *mr = ((mca_rcache_base_device_verbs_reg_t *) a)->mr;
     CHECK(mr && mr->addr == (void *) buf && mr->length == len);
     rc->rcache_deregister(rc, a);
     CHECK(OPAL_SUCCESS == rc->rcache_register(rc, buf + 100, 100, 0, 0, &b));

@@ -2,6 +2,15 @@
  * Patcher framework base: selection (run by the memory hooks' delayed
  * setup, which decides when), the list of applied patches and their undo,
  * and the claim downcall.
+ *
+ * Its floors, each file calling only those below it:
+ *   patcher_base_frame.c    the framework object; its close undoes everything
+ *   patcher_base_select.c   selection, the selected style and name, the claim
+ *   patcher_base_patch.c    the patch list: add, restore or forget, inspect;
+ *                           the loader callback
+ *   patcher_base_protect.c  writing through page protections
+ * and beside them, for the components' dl intercepts, patcher_base_dl.c
+ * and patcher_base_call_as*.c (base_dl.h, base_call_as.h).
  */
 #ifndef OPAL_MCA_PATCHER_BASE_BASE_H
 #define OPAL_MCA_PATCHER_BASE_BASE_H

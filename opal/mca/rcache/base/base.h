@@ -2,6 +2,15 @@
  * Registration cache framework base: module creation and destruction, the
  * one release callback that feeds every live module, fork handling, the
  * framework's parameters and the page-frame sanitizer.
+ *
+ * Its floors, each file calling only those below it:
+ *   rcache_base_frame.c            the framework object and its parameters
+ *   rcache_base_module.c           create, destroy, the release callback, fork
+ *   rcache_base_pageframe_check.c  the page-frame sanitizer (/proc/self/pagemap)
+ *   rcache_base_pgindex.c          the page index the components build on
+ * Beside them, for the users of a cache, the device helpers that fill
+ * mca_rcache_base_resources_t: rcache_base_device_uring.h (io_uring fixed
+ * buffers) and rcache_base_device_verbs.h (verbs memory regions).
  */
 #ifndef OPAL_MCA_RCACHE_BASE_BASE_H
 #define OPAL_MCA_RCACHE_BASE_BASE_H

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "opal/constants.h"
-#include "opal/mca/rcache/base/rcache_uring.h"
+#include "opal/mca/rcache/base/rcache_base_device_uring.h"
 
 static int errno_to_opal(int err)
 {
@@ -28,8 +28,8 @@ static int errno_to_opal(int err)
 
 static int uring_register(void *data, void *base, size_t size, mca_rcache_base_registration_t *reg)
 {
-    mca_rcache_uring_t *dev = data;
-    mca_rcache_uring_reg_t *ureg = (mca_rcache_uring_reg_t *) reg;
+    mca_rcache_base_device_uring_t *dev = data;
+    mca_rcache_base_device_uring_reg_t *ureg = (mca_rcache_base_device_uring_reg_t *) reg;
     pthread_mutex_lock(&dev->lock);
     if (0 == dev->nfree) {
         pthread_mutex_unlock(&dev->lock);
@@ -53,13 +53,13 @@ static int uring_register(void *data, void *base, size_t size, mca_rcache_base_r
 
 static int uring_deregister(void *data, mca_rcache_base_registration_t *reg)
 {
-    mca_rcache_uring_t *dev = data;
-    mca_rcache_uring_reg_t *ureg = (mca_rcache_uring_reg_t *) reg;
+    mca_rcache_base_device_uring_t *dev = data;
+    mca_rcache_base_device_uring_reg_t *ureg = (mca_rcache_base_device_uring_reg_t *) reg;
     /* An empty iovec empties the slot; the kernel unpins once no request uses it. */
     struct iovec iov = {.iov_base = NULL, .iov_len = 0};
     __u64 tag = 0;
-    int rc = io_uring_register_buffers_update_tag(dev->ring, (unsigned) ureg->buf_index, &iov,
-                                                  &tag, 1);
+    int rc = io_uring_register_buffers_update_tag(dev->ring, (unsigned) ureg->buf_index, &iov, &tag,
+                                                  1);
     pthread_mutex_lock(&dev->lock);
     dev->free_slots[dev->nfree++] = (unsigned) ureg->buf_index;
     pthread_mutex_unlock(&dev->lock);
@@ -67,7 +67,8 @@ static int uring_deregister(void *data, mca_rcache_base_registration_t *reg)
     return 1 == rc ? OPAL_SUCCESS : errno_to_opal(rc < 0 ? -rc : EIO);
 }
 
-int mca_rcache_uring_init(mca_rcache_uring_t *dev, struct io_uring *ring, unsigned nslots)
+int mca_rcache_base_device_uring_init(mca_rcache_base_device_uring_t *dev, struct io_uring *ring,
+                                      unsigned nslots)
 {
     if (NULL == dev || NULL == ring || 0 == nslots) {
         return OPAL_ERR_BAD_PARAM;
@@ -80,9 +81,9 @@ int mca_rcache_uring_init(mca_rcache_uring_t *dev, struct io_uring *ring, unsign
     if (0 != rc) {
         free(dev->free_slots);
         dev->free_slots = NULL;
-        return -EBUSY == rc ? OPAL_ERR_NOT_AVAILABLE
+        return -EBUSY == rc                           ? OPAL_ERR_NOT_AVAILABLE
                : (-EINVAL == rc || -EOPNOTSUPP == rc) ? OPAL_ERR_NOT_SUPPORTED
-                                                     : errno_to_opal(-rc);
+                                                      : errno_to_opal(-rc);
     }
     dev->ring = ring;
     dev->nslots = nslots;
@@ -95,7 +96,7 @@ int mca_rcache_uring_init(mca_rcache_uring_t *dev, struct io_uring *ring, unsign
     return OPAL_SUCCESS;
 }
 
-void mca_rcache_uring_fini(mca_rcache_uring_t *dev)
+void mca_rcache_base_device_uring_fini(mca_rcache_base_device_uring_t *dev)
 {
     if (NULL == dev->free_slots) {
         return;
@@ -106,11 +107,12 @@ void mca_rcache_uring_fini(mca_rcache_uring_t *dev)
     dev->free_slots = NULL;
 }
 
-void mca_rcache_uring_resources(mca_rcache_uring_t *dev, mca_rcache_base_resources_t *res)
+void mca_rcache_base_device_uring_resources(mca_rcache_base_device_uring_t *dev,
+                                            mca_rcache_base_resources_t *res)
 {
     res->cache_name = "io_uring";
     res->reg_data = dev;
-    res->sizeof_reg = sizeof(mca_rcache_uring_reg_t);
+    res->sizeof_reg = sizeof(mca_rcache_base_device_uring_reg_t);
     res->register_mem = uring_register;
     res->deregister_mem = uring_deregister;
 }

@@ -14,7 +14,7 @@
 #include "opal/mca/rcache/base/base.h"
 #include "opal/util/output.h"
 
-#define PM_PRESENT (1ull << 63)
+#define PM_PRESENT  (1ull << 63)
 #define PM_PFN_MASK ((1ull << 55) - 1)
 
 static uint64_t mismatches;
@@ -56,7 +56,7 @@ int mca_rcache_base_frames_read(const void *addr, size_t npages, uint64_t *pfns)
     if (fd < 0) {
         return OPAL_ERR_NOT_AVAILABLE;
     }
-    off_t off = (off_t)((uintptr_t) addr / page * sizeof(uint64_t));
+    off_t off = (off_t) ((uintptr_t) addr / page * sizeof(uint64_t));
     size_t want = npages * sizeof(uint64_t);
     ssize_t got = pread(fd, pfns, want, off);
     if (got != (ssize_t) want) {
@@ -75,7 +75,7 @@ int mca_rcache_base_frames_read(const void *addr, size_t npages, uint64_t *pfns)
 static size_t reg_pages(const mca_rcache_base_registration_t *reg)
 {
     size_t page = (size_t) sysconf(_SC_PAGESIZE);
-    return ((size_t)(reg->bound - reg->base) + 1) / page;
+    return ((size_t) (reg->bound - reg->base) + 1) / page;
 }
 
 void mca_rcache_base_frames_record(mca_rcache_base_registration_t *reg)
