@@ -32,7 +32,7 @@
  * best round, unmap and rel the median of the samples of all rounds.
  *
  * Usage: rcache_bench [max_N]            (default 1000000)
- *        rcache_bench --count DRIVER N   (under callgrind: rcache_bench_count.c)
+ *        rcache_bench --count DRIVER N [--warm]   (under callgrind: rcache_bench_count.c)
  */
 #include "opal_config.h"
 
@@ -540,12 +540,13 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && 0 == strcmp(argv[1], "--count")) {
         char *end = NULL;
-        size_t n = 4 == argc ? strtoul(argv[3], &end, 10) : 0;
+        bool warm = 5 == argc && 0 == strcmp(argv[4], "--warm");
+        size_t n = 4 == argc || warm ? strtoul(argv[3], &end, 10) : 0;
         if (0 == n || *end) {
-            fprintf(stderr, "usage: rcache_bench --count grdma|ucs_rcache N (N >= 1)\n");
+            fprintf(stderr, "usage: rcache_bench --count grdma|ucs_rcache N [--warm] (N >= 1)\n");
             return 2;
         }
-        return bench_count_main(argv[2], n);
+        return bench_count_main(argv[2], n, warm);
     }
     char *end = NULL;
     size_t max_n = argc > 1 ? strtoul(argv[1], &end, 10) : ns[NN - 1];

@@ -46,7 +46,11 @@ double bench_now_ns(void);
 unsigned char *bench_map(size_t len); /* anonymous, exits on failure */
 void *bench_cached_page(unsigned char *base, size_t n, size_t i); /* page rnd[i] % n of base */
 
-/* rcache_bench --count DRIVER N: the callgrind mode; returns the exit status. */
-int bench_count_main(const char *driver, size_t n);
+/*
+ * rcache_bench --count DRIVER N [--warm]: the callgrind mode; returns the exit
+ * status.  warm: hit every cached page once before counting (for the cache
+ * simulation).
+ */
+int bench_count_main(const char *driver, size_t n, bool warm);
 
 #endif

@@ -11,6 +11,11 @@
  * named by the phase.  The "loop" phase calls an empty operation the same
  * way: the script subtracts it, so the counts are what the cache's calls
  * cost, the driver's few wrapper instructions included.
+ *
+ * With --warm (callgrind.sh -c, under --cache-sim=yes), every cached page is
+ * hit once, in order and not collected, before the first phase: the
+ * simulated caches then start in the state a long run leaves them in, not
+ * empty (else most of the lines of a large N would count as first touches).
  */
 #include "opal_config.h"
 
@@ -30,6 +35,7 @@
 
 #ifdef HAVE_VALGRIND_VALGRIND_H
 static const bench_driver_t *drv;
+static void *last_handle;
 
 typedef void (*op_fn)(void *addr);
 
@@ -41,6 +47,19 @@ static __attribute__((noinline)) void op_none(void *p)
 static __attribute__((noinline)) void op_hit(void *p)
 {
     drv->put(drv->get(p, bench_page));
+}
+/* The registration alone; its deregistration follows, not collected. */
+static __attribute__((noinline)) void op_get(void *p)
+{
+    last_handle = drv->get(p, bench_page);
+}
+static void op_put_last(void *p)
+{
+    drv->put(last_handle);
+}
+static __attribute__((noinline)) void op_find(void *p)
+{
+    drv->put(drv->find(p, bench_page));
 }
 static __attribute__((noinline)) void op_release(void *p)
 {
@@ -75,7 +94,7 @@ static void count_phase(const char *name, unsigned char *base, size_t n, op_fn o
     CALLGRIND_DUMP_STATS_AT(name);
 }
 
-int bench_count_main(const char *driver, size_t n)
+int bench_count_main(const char *driver, size_t n, bool warm)
 {
     if (!RUNNING_ON_VALGRIND) {
         fprintf(stderr, "rcache_bench --count: run it under valgrind --tool=callgrind "
@@ -108,8 +127,15 @@ int bench_count_main(const char *driver, size_t n)
         drv->put(drv->get(cached + i * bench_page, bench_page));
     }
     CALLGRIND_START_INSTRUMENTATION;
+    for (size_t i = 0; warm && i < n; i++) {
+        op_hit(cached + i * bench_page);
+    }
     count_phase("loop", cached, n, op_none, NULL);
     count_phase("hit", cached, n, op_hit, NULL);
+    count_phase("get", cached, n, op_get, op_put_last);
+    if (drv->find) {
+        count_phase("find", cached, n, op_find, NULL);
+    }
     count_phase("rel u", plain, COUNT_OPS, op_release, NULL);
     count_phase("rel c", cached, n, op_release, op_hit);
     count_phase("rel c+reg", cached, n, op_release_reg, NULL);
@@ -123,7 +149,7 @@ int bench_count_main(const char *driver, size_t n)
     return 0;
 }
 #else
-int bench_count_main(const char *driver, size_t n)
+int bench_count_main(const char *driver, size_t n, bool warm)
 {
     fprintf(stderr, "rcache_bench --count: built without <valgrind/callgrind.h>\n");
     return 2;
