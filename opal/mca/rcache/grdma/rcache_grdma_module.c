@@ -255,12 +255,13 @@ static void release_chain(grdma_t *m, reg_t *chain)
             m->resources.deregister_mem(m->resources.reg_data, reg);
         }
         /*
-         * Frames are recorded only by a module made with verify_frames; in
-         * any other, reg_frames stays NULL (slabs are zeroed), and reading
-         * it would cost the deregistration a cold line (it lies past the
-         * registration's first line).  Either way a spare slot's is NULL.
+         * Frames are recorded only by a module made with verify_frames or
+         * rcache_base_uffd=strict (register_slow); in any other, reg_frames
+         * stays NULL (slabs are zeroed), and reading it would cost the
+         * deregistration a cold line (it lies past the registration's first
+         * line).  Either way a spare slot's is NULL.
          */
-        if (m->verify_frames) {
+        if (m->verify_frames || m->super.rcache_uffd_strict) {
             mca_rcache_base_frames_release(reg);
         }
         state_store(reg, 0, 0);
