@@ -125,6 +125,16 @@ void mca_patcher_base_foreach_patch(mca_patcher_base_module_t *module,
 int mca_patcher_base_with_writable(uintptr_t addr, size_t len, void (*write)(void *arg), void *arg,
                                    const char **reason);
 
+/*
+ * The same for code that runs: its pages stay executable (while writable
+ * too), even where /proc/self/maps does not say so.  qemu-user 7.2 shows a
+ * guest page with the protection of the first page of the host mapping
+ * holding it, and maps guest code read-only on the host: a program's or
+ * library's text that follows its read-only headers is listed "r--p".
+ */
+int mca_patcher_base_with_code_writable(uintptr_t addr, size_t len, void (*write)(void *arg),
+                                        void *arg, const char **reason);
+
 /* The page protection (PROT_* bits) of the mapping holding addr, from /proc/self/maps. */
 int mca_patcher_base_page_protection(uintptr_t addr, int *prot);
 

@@ -31,8 +31,9 @@ int mca_patcher_base_page_protection(uintptr_t addr, int *prot)
     return rc;
 }
 
-int mca_patcher_base_with_writable(uintptr_t addr, size_t len, void (*write)(void *arg), void *arg,
-                                   const char **reason)
+/* Pages get prot | always while written, then prot | always again. */
+static int with_writable(uintptr_t addr, size_t len, int always, void (*write)(void *arg),
+                         void *arg, const char **reason)
 {
     const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
     const uintptr_t first = addr & ~(page - 1);
@@ -54,8 +55,8 @@ int mca_patcher_base_with_writable(uintptr_t addr, size_t len, void (*write)(voi
         }
     }
     for (changed = 0; changed < npages; changed++) {
-        if (!(prot[changed] & PROT_WRITE) &&
-            0 != mprotect((void *) (first + changed * page), page, prot[changed] | PROT_WRITE)) {
+        if (!(prot[changed] & PROT_WRITE) && 0 != mprotect((void *) (first + changed * page), page,
+                                                           prot[changed] | always | PROT_WRITE)) {
             *reason = (errno == EACCES || errno == EPERM)
                           ? "mprotect refused to make the page writable (a W^X policy?)"
                           : "mprotect failed to make the page writable";
@@ -70,9 +71,21 @@ out:
     /* Put back exactly what was there, also after a partial failure. */
     for (size_t i = 0; i < changed; i++) {
         if (!(prot[i] & PROT_WRITE)) {
-            mprotect((void *) (first + i * page), page, prot[i]);
+            mprotect((void *) (first + i * page), page, prot[i] | always);
         }
     }
     pthread_mutex_unlock(&protect_lock);
     return rc;
+}
+
+int mca_patcher_base_with_writable(uintptr_t addr, size_t len, void (*write)(void *arg), void *arg,
+                                   const char **reason)
+{
+    return with_writable(addr, len, 0, write, arg, reason);
+}
+
+int mca_patcher_base_with_code_writable(uintptr_t addr, size_t len, void (*write)(void *arg),
+                                        void *arg, const char **reason)
+{
+    return with_writable(addr, len, PROT_EXEC, write, arg, reason);
 }

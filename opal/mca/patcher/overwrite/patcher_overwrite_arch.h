@@ -3,7 +3,9 @@
  * function the patch goes, a relocated copy of the instructions it
  * displaces (the trampoline), the jumps, and a code write that threads
  * running the function never see half done.  One file per architecture
- * (patcher_overwrite_<arch>.c) provides mca_patcher_overwrite_arch.
+ * (patcher_overwrite_<arch>.c) provides its table; x86-64 and i386 share
+ * theirs (patcher_overwrite_x86.c) and differ in patcher_overwrite_x86_64.c
+ * and patcher_overwrite_i386.c.
  */
 #ifndef MCA_PATCHER_OVERWRITE_ARCH_H
 #define MCA_PATCHER_OVERWRITE_ARCH_H
@@ -41,6 +43,8 @@ typedef struct mca_patcher_overwrite_arch_t {
     size_t jump_size;    /* bytes written at the patch point */
     size_t hop_size;     /* bytes of an absolute jump (hop to the intercept, jump back) */
     size_t max_tramp;    /* bytes a trampoline may need, jump back included */
+    const char *how;     /* the patch's shape, for opal_patcher_info */
+    const char *how_past_pad; /* the same when patch_offset skipped a landing pad */
     /* Offset of the patch point from the function entry (past a landing pad). */
     size_t (*patch_offset)(uintptr_t func);
     /*
@@ -51,8 +55,8 @@ typedef struct mca_patcher_overwrite_arch_t {
      */
     int (*relocate)(uintptr_t code, unsigned char *tramp_buf, uintptr_t tramp_addr,
                     mca_patcher_overwrite_reloc_t *reloc, char *reason, size_t reason_size);
-    /* Write an absolute jump to target at buf (hop_size bytes). */
-    void (*abs_jump)(unsigned char *buf, uintptr_t target);
+    /* Write a jump to target at buf (hop_size bytes), for code that will run at run_at. */
+    void (*abs_jump)(unsigned char *buf, uintptr_t run_at, uintptr_t target);
     /* The patch bytes: a jump from 'from' to 'to' (jump_size bytes); false if out of range. */
     int (*entry_jump)(unsigned char *buf, uintptr_t from, uintptr_t to);
     /* Write w->bytes to code other threads may be running (pages already writable). */
@@ -61,10 +65,10 @@ typedef struct mca_patcher_overwrite_arch_t {
     void (*fini)(void);
 } mca_patcher_overwrite_arch_t;
 
-#if defined(__x86_64__)
-extern const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch_x86_64;
-#define MCA_PATCHER_OVERWRITE_ARCH (&mca_patcher_overwrite_arch_x86_64)
-#define MCA_PATCHER_OVERWRITE_HAVE_ARCH 1
+#if defined(__x86_64__) || defined(__i386__)
+extern const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch_x86;
+#    define MCA_PATCHER_OVERWRITE_ARCH      (&mca_patcher_overwrite_arch_x86)
+#    define MCA_PATCHER_OVERWRITE_HAVE_ARCH 1
 #else
 #define MCA_PATCHER_OVERWRITE_ARCH ((const mca_patcher_overwrite_arch_t *) NULL)
 #define MCA_PATCHER_OVERWRITE_HAVE_ARCH 0

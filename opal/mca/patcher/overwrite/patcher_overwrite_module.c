@@ -108,7 +108,7 @@ static int build_page(unsigned char *buf, uintptr_t mem, uintptr_t at, uintptr_t
 {
     memcpy(buf, MAGIC, 8);
     memcpy(buf + 8, &at, sizeof(at));
-    arch()->abs_jump(buf + HOP_OFFSET, intercept);
+    arch()->abs_jump(buf + HOP_OFFSET, mem + HOP_OFFSET, intercept);
     return arch()->relocate(at, buf + TRAMP_OFFSET, mem + TRAMP_OFFSET, reloc, why, why_size);
 }
 
@@ -236,7 +236,7 @@ static int write_patch(uintptr_t at, const unsigned char *bytes, size_t len, ove
         .tramp = (uintptr_t) t->page + TRAMP_OFFSET,
         .reloc = patching ? &t->reloc : NULL,
     };
-    int rc = mca_patcher_base_with_writable(at, len, write_code, &w, reason);
+    int rc = mca_patcher_base_with_code_writable(at, len, write_code, &w, reason);
     if (OPAL_SUCCESS == rc && OPAL_SUCCESS != w.rc) {
         *reason = w.reason;
         rc = w.rc;
@@ -318,8 +318,7 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
     patch->patch_orig = at;
     patch->patch_chain = (uintptr_t) t->page + TRAMP_OFFSET;
     patch->patch_data_size = (unsigned) a->jump_size;
-    patch->patch_how = skip ? "jmp rel32 after endbr64 to a near hop, trampoline"
-                            : "jmp rel32 at entry to a near hop, trampoline";
+    patch->patch_how = skip ? a->how_past_pad : a->how;
     patch->patch_restore = overwrite_restore;
     patch->patch_forget = overwrite_forget;
     patch->patch_component_data = t;

@@ -1,9 +1,11 @@
 /*
  * The patcher's fini after code writes with the int3 protocol, which
- * installs our SIGTRAP and move (SIGRTMAX) handlers.
+ * installs our SIGTRAP and move (SIGRTMAX, a little below under qemu-user)
+ * handlers.
  *
  * - One thread: fini puts the old SIGTRAP disposition back, and a DSO
- *   component is unloaded when the framework closes.
+ *   component is unloaded when the framework closes (not under qemu-user,
+ *   whose own thread is another thread to the process).
  * - Another thread running: the old disposition is back too, but the
  *   handlers' code stays mapped: that thread may still be returning from
  *   the move handler it ran for fini.
@@ -44,7 +46,9 @@ static void *blocker(void *arg)
     (void) arg;
     sigset_t set;
     sigemptyset(&set);
-    sigaddset(&set, SIGRTMAX);
+    for (int k = 0; k < 3; k++) { /* the move signal is one of these */
+        sigaddset(&set, SIGRTMAX - k);
+    }
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     atomic_store(&blocking, true);
     while (!atomic_load(&release_blocker)) {
@@ -122,8 +126,13 @@ int main(void)
     bool dso = in_component_dso(handler);
     opal_finalize_util();
     CHECK_MSG(SIG_DFL == trap_handler_now(), "the old SIGTRAP disposition is not back after fini");
-    CHECK_MSG(!dso || !mapped(handler),
-              "with no other thread the overwrite component's DSO was not unloaded at fini");
+    const char *emulator = getenv("OPAL_TEST_EMULATOR");
+    if (emulator && *emulator) {
+        printf("note: under %s the emulator's own thread keeps the DSO loaded\n", emulator);
+    } else {
+        CHECK_MSG(!dso || !mapped(handler),
+                  "with no other thread the overwrite component's DSO was not unloaded at fini");
+    }
 
     code_page_t cp;
     code_page_init(&cp);
@@ -153,8 +162,9 @@ int main(void)
         usleep(1000);
     }
     mod = overwrite_test_setup();
-    CHECK_MSG(OPAL_SUCCESS != mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain),
-              "a patch that needs every thread moved succeeded while one blocks SIGRTMAX");
+    CHECK_MSG(OPAL_SUCCESS !=
+                  mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain),
+              "a patch that needs every thread moved succeeded while one blocks the move signal");
     opal_finalize_util();
     handler = trap_handler_now();
     CHECK_MSG(SIG_DFL != handler && SIG_IGN != handler && mapped(handler),

@@ -17,8 +17,8 @@
 #include "opal/runtime/opal.h"
 #include "test/support/test_util.h"
 
-#if !defined(__x86_64__)
-#define OVERWRITE_TEST_REQUIRE_ARCH() TEST_SKIP("the overwrite patcher has no instructions for this architecture")
+#if !defined(__x86_64__) && !defined(__i386__)
+#    define OVERWRITE_TEST_REQUIRE_ARCH() TEST_SKIP("the overwrite patcher has no x86 instructions")
 #else
 #define OVERWRITE_TEST_REQUIRE_ARCH() do { } while (0)
 #endif
@@ -40,6 +40,7 @@ static inline mca_patcher_base_module_t *overwrite_test_setup(void)
     return opal_patcher;
 }
 
+#if defined(__x86_64__)
 /*
  * Hand-assembled targets shared by the tests (System V ABI: rdi, rsi, rdx,
  * rcx, r8, r9 -> rax).
@@ -60,6 +61,26 @@ static const unsigned char test_fn_mmap_like[] = {
     0x48, 0x8d, 0x47, 0x02,                   /* lea 2(%rdi),%rax */
     0xc3,                                     /* ret */
 };
+#else
+/* The same for i386 (cdecl: the arguments at 4(%esp), 8(%esp), ... -> eax). */
+static const unsigned char test_fn_plus42[] = {
+    /* f(x) = x + 42 */
+    0xb8, 0x2a, 0x00, 0x00, 0x00, /* mov $42,%eax */
+    0x03, 0x44, 0x24, 0x04,       /* add 4(%esp),%eax */
+    0xc3,                         /* ret */
+};
+/* x+1, or x+2 when the 6th argument & 0xfff; the second instruction
+ * begins inside the jump's bytes, as in glibc's i386 munmap. */
+static const unsigned char test_fn_mmap_like[] = {
+    0x8b, 0x44, 0x24, 0x04,                         /* mov 4(%esp),%eax */
+    0xf7, 0x44, 0x24, 0x18, 0xff, 0x0f, 0x00, 0x00, /* testl $0xfff,0x18(%esp) */
+    0x75, 0x02,                                     /* jne +2 */
+    0x40,                                           /* inc %eax (a REX prefix in 64-bit mode) */
+    0xc3,                                           /* ret */
+    0x83, 0xc0, 0x02,                               /* add $2,%eax */
+    0xc3,                                           /* ret */
+};
+#endif
 
 /* A page of hand-assembled code: write while RW, then make it RX. */
 typedef struct code_page_t {

@@ -1,16 +1,23 @@
 /*
- * x86-64 instruction length decoder (64-bit mode only).  It knows the
+ * x86 instruction length decoder, 64-bit and 32-bit mode.  It knows the
  * general-purpose, x87, SSE*, VEX and EVEX (maps 1-3) encodings: their
  * prefixes, ModRM/SIB/displacement and immediate sizes.  Encodings it is not
  * sure about (XOP, 3DNow!, AMX and APX maps, SSE4a, xbegin, 16-bit branch
- * forms) are INVALID: the relocator declines rather than guesses.
+ * forms, and in 32-bit mode 16-bit addressing, far pointers, les/lds/bound)
+ * are INVALID: the relocator declines rather than guesses.
+ *
+ * What 32-bit mode changes: no REX (0x40-0x4f are inc/dec), a few opcodes
+ * that 64-bit mode dropped are valid again, ModRM mod=00 rm=101 is an
+ * absolute [disp32] (RIP-relative in 64-bit mode), moffs and mov-immediate
+ * operands are at most 32 bits, and c4/c5/62 are VEX/EVEX only when the
+ * next byte has mod=11 (else les/lds/bound).
  */
 #include "opal_config.h"
 
 #include <stdbool.h>
 #include <string.h>
 
-#include "opal/mca/patcher/overwrite/patcher_overwrite_x86_64_decode.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_x86_decode.h"
 
 #define MAX_INSN_LENGTH 15
 
@@ -46,18 +53,61 @@ static const uint8_t one_byte[256] = {
     [0xf6 ... 0xf7] = M, [0xfe ... 0xff] = M,
 };
 
+/* The one-byte table, with what 32-bit mode adds to it. */
+static unsigned one_byte_flags(uint8_t op, bool mode32)
+{
+    /* push/pop segment, daa/das/aaa/aas, pusha/popa: no operand bytes */
+    static const uint8_t no_operands[] = {0x06, 0x07, 0x0e, 0x16, 0x17, 0x1e, 0x1f,
+                                          0x27, 0x2f, 0x37, 0x3f, 0x60, 0x61};
+    if (mode32 && memchr(no_operands, op, sizeof(no_operands))) {
+        return 0;
+    }
+    if (mode32 && op == 0x82) {
+        return M | B; /* the same as 0x80 */
+    }
+    if (mode32 && (op == 0xd4 || op == 0xd5)) {
+        return B; /* aam, aad */
+    }
+    return one_byte[op];
+}
+
 /* Opcodes after 0x0f (0x0f 0x38 and 0x0f 0x3a are handled in code). */
 static const uint8_t two_byte[256] = {
-    [0x00 ... 0x03] = M, [0x04] = X, [0x0a] = X, [0x0c] = X, [0x0d] = M,
+    [0x00 ... 0x03] = M,
+    [0x04] = X,
+    [0x0a] = X,
+    [0x0c] = X,
+    [0x0d] = M,
     [0x0e ... 0x0f] = X, /* femms, 3DNow! */
-    [0x10 ... 0x1f] = M, [0x20 ... 0x23] = M, [0x24 ... 0x27] = X, [0x28 ... 0x2f] = M,
-    [0x36] = X, [0x39] = X, [0x3b ... 0x3f] = X,
-    [0x40 ... 0x6f] = M, [0x70 ... 0x73] = M | B, [0x74 ... 0x76] = M,
-    [0x78 ... 0x79] = M, [0x7a ... 0x7b] = X, [0x7c ... 0x7f] = M,
-    [0x90 ... 0x9f] = M, [0xa3] = M, [0xa4] = M | B, [0xa5] = M, [0xa6 ... 0xa7] = X,
-    [0xab] = M, [0xac] = M | B, [0xad ... 0xaf] = M,
-    [0xb0 ... 0xb9] = M, [0xba] = M | B, [0xbb ... 0xbf] = M,
-    [0xc0 ... 0xc1] = M, [0xc2] = M | B, [0xc3] = M, [0xc4 ... 0xc6] = M | B, [0xc7] = M,
+    [0x10 ... 0x1f] = M,
+    [0x20 ... 0x23] = M,
+    [0x24 ... 0x27] = X,
+    [0x28 ... 0x2f] = M,
+    [0x36] = X,
+    [0x39] = X,
+    [0x3b ... 0x3f] = X,
+    [0x40 ... 0x6f] = M,
+    [0x70 ... 0x73] = M | B,
+    [0x74 ... 0x76] = M,
+    [0x78 ... 0x79] = M,
+    [0x7a ... 0x7b] = X,
+    [0x7c ... 0x7f] = M,
+    [0x90 ... 0x9f] = M,
+    [0xa3] = M,
+    [0xa4] = M | B,
+    [0xa5] = M,
+    [0xa6 ... 0xa7] = X,
+    [0xab] = M,
+    [0xac] = M | B,
+    [0xad ... 0xaf] = M,
+    [0xb0 ... 0xb9] = M,
+    [0xba] = M | B,
+    [0xbb ... 0xbf] = M,
+    [0xc0 ... 0xc1] = M,
+    [0xc2] = M | B,
+    [0xc3] = M,
+    [0xc4 ... 0xc6] = M | B,
+    [0xc7] = M,
     [0xd0 ... 0xff] = M,
 };
 
@@ -109,9 +159,9 @@ static int32_t read_le(const uint8_t *p, size_t size)
 
 /*
  * ModRM, optional SIB and displacement starting at code[*pos].  Notes a
- * [rip + disp32] operand.  False when the bytes run out.
+ * [rip + disp32] operand (64-bit mode).  False when the bytes run out.
  */
-static bool decode_modrm(const uint8_t *code, size_t avail, size_t *pos, bool adsize,
+static bool decode_modrm(const uint8_t *code, size_t avail, size_t *pos, bool adsize, bool mode32,
                          mca_patcher_x86_insn_t *insn)
 {
     size_t i = *pos;
@@ -134,6 +184,8 @@ static bool decode_modrm(const uint8_t *code, size_t avail, size_t *pos, bool ad
         if (mod == 0 && (sib & 7) == 5) {
             disp = 4; /* no base, disp32 */
         }
+    } else if (mod == 0 && rm == 5 && mode32) {
+        disp = 4; /* [disp32], absolute */
     } else if (mod == 0 && rm == 5) {
         if (adsize) {
             return false; /* [eip + disp32]: not worth supporting */
@@ -153,8 +205,10 @@ static bool decode_modrm(const uint8_t *code, size_t avail, size_t *pos, bool ad
     return true;
 }
 
-size_t mca_patcher_x86_64_decode(const uint8_t *code, size_t avail, mca_patcher_x86_insn_t *insn)
+size_t mca_patcher_x86_decode(const uint8_t *code, size_t avail, mca_patcher_x86_mode_t mode,
+                              mca_patcher_x86_insn_t *insn)
 {
+    const bool mode32 = mode == MCA_PATCHER_X86_MODE_32;
     bool opsize = false, adsize = false, rep = false, repne = false, lock = false;
     bool rex = false, rexw = false;
     size_t i = 0;
@@ -170,7 +224,7 @@ size_t mca_patcher_x86_64_decode(const uint8_t *code, size_t avail, mca_patcher_
             return invalid(insn);
         }
         uint8_t b = code[i];
-        if ((b & 0xf0) == 0x40) {
+        if ((b & 0xf0) == 0x40 && !mode32) {
             rex = true;
             rexw = (b & 0x08) != 0;
             continue;
@@ -178,6 +232,9 @@ size_t mca_patcher_x86_64_decode(const uint8_t *code, size_t avail, mca_patcher_
         if (b == 0x66) {
             opsize = true;
         } else if (b == 0x67) {
+            if (mode32) {
+                return invalid(insn); /* 16-bit addressing: a ModRM of its own */
+            }
             adsize = true;
         } else if (b == 0xf0) {
             lock = true;
@@ -201,6 +258,9 @@ size_t mca_patcher_x86_64_decode(const uint8_t *code, size_t avail, mca_patcher_
         /* VEX (2 or 3 bytes) or EVEX (4 bytes): always ModRM. */
         if (opsize || rep || repne || lock || rex) {
             return invalid(insn);
+        }
+        if (mode32 && (i >= avail || code[i] < 0xc0)) {
+            return invalid(insn); /* les, lds, bound */
         }
         size_t plen = op == 0xc5 ? 1 : op == 0xc4 ? 2 : 3;
         if (i + plen >= avail) {
@@ -248,7 +308,7 @@ size_t mca_patcher_x86_64_decode(const uint8_t *code, size_t avail, mca_patcher_
             }
         }
     } else {
-        flags = one_byte[op];
+        flags = one_byte_flags(op, mode32);
         if (op == 0x8f && (i >= avail || (code[i] & 0x38) != 0)) {
             return invalid(insn); /* XOP */
         }
@@ -298,7 +358,7 @@ size_t mca_patcher_x86_64_decode(const uint8_t *code, size_t avail, mca_patcher_
             return invalid(insn);
         }
         modrm = code[i];
-        if (!decode_modrm(code, avail, &i, adsize, insn)) {
+        if (!decode_modrm(code, avail, &i, adsize, mode32, insn)) {
             return invalid(insn);
         }
     }
@@ -319,7 +379,7 @@ size_t mca_patcher_x86_64_decode(const uint8_t *code, size_t avail, mca_patcher_
     if (map == 0) {
         unsigned reg = (modrm >> 3) & 7;
         if (op >= 0xa0 && op <= 0xa3) {
-            imm += adsize ? 4 : 8; /* mov with a 64-bit absolute address */
+            imm += adsize || mode32 ? 4 : 8; /* mov with an absolute address */
         } else if (op == 0xf6 && reg <= 1) {
             imm += 1;
         } else if (op == 0xf7 && reg <= 1) {
