@@ -14,6 +14,7 @@
 #include "opal/constants.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
+#include "test/support/emulated.h"
 #include "test/support/test_util.h"
 
 #define THREADS 4
@@ -56,6 +57,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
+    test_skip_if_traps_break_tls();
     pthread_t threads[THREADS];
     for (int i = 0; i < THREADS; i++) {
         pthread_create(&threads[i], NULL, worker, (void *) (intptr_t) i);

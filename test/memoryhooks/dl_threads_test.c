@@ -19,6 +19,7 @@
 #include "opal/constants.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
+#include "test/support/emulated.h"
 #include "test/support/test_util.h"
 
 #define ROUNDS 200
@@ -78,6 +79,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    test_skip_if_traps_break_tls();
     pthread_t threads[2];
     pthread_create(&threads[0], NULL, opener, NULL);
     pthread_create(&threads[1], NULL, looker, NULL);

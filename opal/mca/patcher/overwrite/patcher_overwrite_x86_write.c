@@ -20,14 +20,17 @@
  *        intercepted, or no longer).
  *     2. Patching only, when a displaced instruction begins inside the
  *        bytes to write: a thread may be stopped right there.  Every other
- *        thread gets a move request (SIGRTMAX, rt_tgsigqueueinfo with our
- *        cookie); its handler moves a PC found at such a boundary to the
- *        same instruction's copy in the trampoline.  We wait for every
- *        answer; without all of them the patch is declined.  A thread
- *        that will never answer (it blocks every signal not raised by a
- *        fault, as qemu-user's own threads do) is let be when the kernel
- *        shows it asleep in a system call at a PC that is none of the
- *        boundaries: since step 1 it can reach them only through the int3.
+ *        thread gets a move request (SIGRTMAX, see move_signal, sent with
+ *        rt_tgsigqueueinfo and our cookie); its handler moves a PC found
+ *        at such a boundary to the same instruction's copy in the
+ *        trampoline.  We wait for every answer; without all of them the
+ *        patch is declined.  A thread that will never answer (it blocks
+ *        every signal not raised by a fault, as qemu-user's own threads
+ *        do) is not asked when the kernel shows it asleep in a system
+ *        call at a PC that is none of the boundaries: since step 1 it can
+ *        reach them only through the int3.  (Under an emulator that PC is
+ *        the emulator's: the rule holds for its own threads, which run no
+ *        guest code.)
  *        (Restoring needs no such step: no thread stops inside a jmp.)
  *     3. Store the bytes after the first; sync cores.
  *     4. Store the first byte; sync cores.
@@ -60,7 +63,7 @@
  *   membarrier SYNC_CORE is there for 32-bit processes too (x86 has it for
  *   both, and a 32-bit process on a 64-bit kernel makes the same call).
  *
- * The SIGTRAP and SIGRTMAX handlers are installed at the first int3 write
+ * The SIGTRAP and move handlers are installed at the first int3 write
  * and kept until the patcher's fini; signals that are not ours go to the
  * handler that was there before.  A trap in flight must still find them:
  * a thread can take the trap and be preempted before the kernel delivers
@@ -68,17 +71,17 @@
  * SIGTRAP, a lower number, is delivered no later than that request), and
  * the patch points stay known to the trap handler for the life of the
  * process: a late trap finds its int3 gone and re-runs the instruction.
- * If a thread does not answer, and is not one that never will, asleep in a
- * system call (where no trap of ours can be pending), the handlers stay.
- * Either way a DSO
- * component stays loaded while another thread may still be returning
- * through a handler (an answer is noted before the handler returns).
+ * If a thread does not answer (and is not one that never will, asleep in
+ * a system call, where no trap of ours can be pending), the handlers stay.
+ * Either way a DSO component stays loaded while another thread may still
+ * be returning through a handler (an answer is noted before the handler
+ * returns).
  * Limits: a thread that blocks SIGTRAP and reaches the int3 is killed by
  * the kernel; under a debugger the int3 stops the program (continue passes
- * it to us); a thread blocking SIGRTMAX makes step 2 time out (decline)
- * unless it has opted out of signals and sleeps; only the innermost PC of a thread
- * is seen, not one saved by a signal handler it is running (as with an
- * answer).
+ * it to us); a thread blocking the move signal makes step 2 time out
+ * (decline), unless it has opted out of signals and sleeps; only the
+ * innermost PC of a thread is seen, not one saved by a signal handler it
+ * is running (as with an answer).
  */
 #include "opal_config.h"
 
@@ -121,7 +124,6 @@ _Static_assert(__atomic_always_lock_free(8, 0), "an 8-byte store is not one inst
 #define INT3              0xcc
 #define MAX_POINTS        256 /* patch points the handler knows (see point_for) */
 #define ANSWER_TIMEOUT_NS 2000000000L
-#define ASLEEP_CHECK_NS   10000000L /* how often a thread that has not answered is looked at */
 /*
  * Step 2's request: SIGRTMAX, or the first real-time signal below it that
  * can be queued here (qemu-user 7.2 has no host signal for the guest's top
@@ -394,14 +396,14 @@ static bool opted_out_of_signals(pid_t tid)
 }
 
 /*
- * Whether thread tid, which has not answered, has opted out of signals and
- * is asleep in a system call (/proc/self/task/<tid>/syscall: "running",
- * "-1 sp pc" when in the kernel for another reason, else "nr args... sp
- * pc") at a user PC that is none of p's inner boundaries (p NULL: any PC).
- * Such a thread has no int3 trap in flight, and it can come to a boundary
- * only through the patch point's int3.
+ * Whether thread tid has opted out of signals and is asleep in a system
+ * call (/proc/self/task/<tid>/syscall: "running", "-1 sp pc" when in the
+ * kernel for another reason, else "nr args... sp pc") at a user PC that is
+ * none of p's inner boundaries (p NULL: any PC).  Such a thread has no
+ * int3 trap in flight, and it can come to a boundary only through the
+ * patch point's int3.
  */
-static bool asleep_off_boundaries(pid_t tid, const trap_point_t *p)
+static bool asleep_opted_out(pid_t tid, const trap_point_t *p)
 {
     char buf[256];
     if (!opted_out_of_signals(tid) || !read_task_file(tid, "syscall", buf, sizeof(buf))) {
@@ -422,18 +424,13 @@ static bool asleep_off_boundaries(pid_t tid, const trap_point_t *p)
     return true;
 }
 
-static long elapsed_ns(const struct timespec *since)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - since->tv_sec) * 1000000000L + (now.tv_nsec - since->tv_nsec);
-}
-
 /*
  * Step 2 (p: the point being patched), and fini (p NULL): every other
- * thread runs move_handler once, or is asleep off p's boundaries.  Returns
- * false if one did neither in time (the signal blocked, or the thread
- * stopped, where it may be stopped at a boundary).
+ * thread runs move_handler once, but one that will never answer and is
+ * asleep off p's boundaries, which is not asked: a request it took after
+ * the handlers are gone would kill the process.  Returns false if one did
+ * not answer in time (the signal blocked, or the thread stopped, where it
+ * may be stopped at a boundary).
  */
 static bool move_threads_off(const trap_point_t *p)
 {
@@ -446,7 +443,7 @@ static bool move_threads_off(const trap_point_t *p)
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
         pid_t tid = (pid_t) atoi(de->d_name);
-        if (tid <= 0 || tid == self) {
+        if (tid <= 0 || tid == self || asleep_opted_out(tid, p)) {
             continue;
         }
         if (n == cap) {
@@ -476,9 +473,8 @@ static bool move_threads_off(const trap_point_t *p)
             atomic_store(&answered[k], true);
         }
     }
-    struct timespec start, pause = {0, 100000};
+    struct timespec start, now, pause = {0, 100000};
     clock_gettime(CLOCK_MONOTONIC, &start);
-    long next_look = ASLEEP_CHECK_NS;
     for (;;) {
         bool all = true;
         for (int k = 0; k < n && all; k++) {
@@ -488,18 +484,11 @@ static bool move_threads_off(const trap_point_t *p)
             break;
         }
         nanosleep(&pause, NULL);
-        long t = elapsed_ns(&start);
-        if (t > ANSWER_TIMEOUT_NS) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >
+            ANSWER_TIMEOUT_NS) {
             end_round();
             return false;
-        }
-        if (t > next_look) {
-            for (int k = 0; k < n; k++) {
-                if (!atomic_load(&answered[k]) && asleep_off_boundaries(asked[k], p)) {
-                    atomic_store(&answered[k], true);
-                }
-            }
-            next_look = t + ASLEEP_CHECK_NS;
         }
     }
     end_round();

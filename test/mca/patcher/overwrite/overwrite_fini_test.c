@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
+#include "test/support/emulated.h"
 
 static atomic_bool release_blocker, blocking, stop_idler;
 
@@ -126,9 +127,8 @@ int main(void)
     bool dso = in_component_dso(handler);
     opal_finalize_util();
     CHECK_MSG(SIG_DFL == trap_handler_now(), "the old SIGTRAP disposition is not back after fini");
-    const char *emulator = getenv("OPAL_TEST_EMULATOR");
-    if (emulator && *emulator) {
-        printf("note: under %s the emulator's own thread keeps the DSO loaded\n", emulator);
+    if (test_emulated()) {
+        printf("note: emulated, the emulator's own thread keeps the DSO loaded\n");
     } else {
         CHECK_MSG(!dso || !mapped(handler),
                   "with no other thread the overwrite component's DSO was not unloaded at fini");
