@@ -342,8 +342,7 @@ static unsigned char *place_thunk_call(code_page_t *cp)
 static void check_wx_decline(void *f)
 {
     if (test_emulated()) {
-        /* qemu-user runs no seccomp filter (and a child forked under
-         * qemu-i386 with the host's biarch libc.so.6 may hang). */
+        /* qemu-user runs no seccomp filter for its guest. */
         printf("note: emulated, no seccomp: W^X decline not tested\n");
         return;
     }
