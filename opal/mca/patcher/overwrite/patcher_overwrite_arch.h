@@ -41,7 +41,7 @@ typedef struct mca_patcher_overwrite_write_t {
 typedef struct mca_patcher_overwrite_arch_t {
     const char *name;
     size_t jump_size;    /* bytes written at the patch point */
-    size_t hop_size;     /* bytes of an absolute jump (hop to the intercept, jump back) */
+    size_t hop_size;     /* bytes of a jump reaching any address (hop, jump back) */
     size_t max_tramp;    /* bytes a trampoline may need, jump back included */
     const char *how;     /* the patch's shape, for opal_patcher_info */
     const char *how_past_pad; /* the same when patch_offset skipped a landing pad */
