@@ -1,11 +1,16 @@
 /*
  * What the overwrite patcher needs from an architecture: where in a
  * function the patch goes, a relocated copy of the instructions it
- * displaces (the trampoline), the jumps, and a code write that threads
+ * displaces (the trampoline), the hop and the entry jump, the program
+ * counter in a signal's saved context, and a code write that threads
  * running the function never see half done.  One file per architecture
  * (patcher_overwrite_<arch>.c) provides its table; x86-64 and i386 share
  * theirs (patcher_overwrite_x86.c) and differ in patcher_overwrite_x86_64.c
- * and patcher_overwrite_i386.c.
+ * and patcher_overwrite_i386.c.  The code writes are shared:
+ * patcher_overwrite_x86_write.c (int3 first) for x86, and
+ * patcher_overwrite_stopped_write.c (every other thread held in a signal
+ * handler) for the others; both ask threads through
+ * patcher_overwrite_threads.c.
  */
 #ifndef MCA_PATCHER_OVERWRITE_ARCH_H
 #define MCA_PATCHER_OVERWRITE_ARCH_H
@@ -17,6 +22,9 @@
 
 /* Instructions that one patch can displace, at most. */
 #define MCA_PATCHER_OVERWRITE_MAX_INSNS 8
+
+/* Bytes a hop may take, at most (the trampoline follows it, 16-aligned). */
+#define MCA_PATCHER_OVERWRITE_MAX_HOP 96
 
 /* The displaced instructions and where their copies begin in the trampoline. */
 typedef struct mca_patcher_overwrite_reloc_t {
@@ -33,7 +41,8 @@ typedef struct mca_patcher_overwrite_write_t {
     const unsigned char *bytes;            /* what to write */
     size_t len;
     uintptr_t tramp;                       /* trampoline running the displaced code */
-    const mca_patcher_overwrite_reloc_t *reloc;
+    uintptr_t hop;                         /* where the entry jump goes */
+    const mca_patcher_overwrite_reloc_t *reloc; /* patching: the displaced code; NULL: restoring */
     int rc;                                /* out: OPAL_SUCCESS or an error */
     const char *reason;                    /* out: static text on failure */
 } mca_patcher_overwrite_write_t;
@@ -41,7 +50,8 @@ typedef struct mca_patcher_overwrite_write_t {
 typedef struct mca_patcher_overwrite_arch_t {
     const char *name;
     size_t jump_size;    /* bytes written at the patch point */
-    size_t hop_size;     /* bytes of a jump reaching any address (hop, jump back) */
+    uintptr_t reach;     /* the entry jump reaches the hop this far either way, at most */
+    size_t hop_size;     /* bytes of the hop, at most MCA_PATCHER_OVERWRITE_MAX_HOP */
     size_t max_tramp;    /* bytes a trampoline may need, jump back included */
     const char *how;     /* the patch's shape, for opal_patcher_info */
     const char *how_past_pad; /* the same when patch_offset skipped a landing pad */
@@ -55,23 +65,32 @@ typedef struct mca_patcher_overwrite_arch_t {
      */
     int (*relocate)(uintptr_t code, unsigned char *tramp_buf, uintptr_t tramp_addr,
                     mca_patcher_overwrite_reloc_t *reloc, char *reason, size_t reason_size);
-    /* Write a jump to target at buf (hop_size bytes), for code that will run at run_at. */
-    void (*abs_jump)(unsigned char *buf, uintptr_t run_at, uintptr_t target);
+    /*
+     * Write the hop at buf (hop_size bytes, to run at run_at): what the
+     * entry jump at the patch point 'at' leads to, ending in a jump to the
+     * intercept 'target' anywhere in the address space.  'at' tells what
+     * patch_offset skipped (a hop may have to undo it, see aarch64's).
+     */
+    void (*hop)(unsigned char *buf, uintptr_t run_at, uintptr_t target, uintptr_t at);
     /* The patch bytes: a jump from 'from' to 'to' (jump_size bytes); false if out of range. */
     int (*entry_jump)(unsigned char *buf, uintptr_t from, uintptr_t to);
     /* Write w->bytes to code other threads may be running (pages already writable). */
     void (*code_write)(mca_patcher_overwrite_write_t *w);
     /* Called at patch_fini: drop any state (signal handlers) kept for code_write. */
     void (*fini)(void);
+    /* The program counter in a signal handler's ucontext_t, read and set. */
+    uintptr_t (*get_pc)(const void *uc);
+    void (*set_pc)(void *uc, uintptr_t pc);
 } mca_patcher_overwrite_arch_t;
 
-#if defined(__x86_64__) || defined(__i386__)
-extern const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch_x86;
-#    define MCA_PATCHER_OVERWRITE_ARCH      (&mca_patcher_overwrite_arch_x86)
+/* The table of the architecture built (configure: config/opal_arch.m4). */
+#if OPAL_PATCHER_OVERWRITE_HAVE_ARCH
+extern const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch;
+#    define MCA_PATCHER_OVERWRITE_ARCH      (&mca_patcher_overwrite_arch)
 #    define MCA_PATCHER_OVERWRITE_HAVE_ARCH 1
 #else
-#define MCA_PATCHER_OVERWRITE_ARCH ((const mca_patcher_overwrite_arch_t *) NULL)
-#define MCA_PATCHER_OVERWRITE_HAVE_ARCH 0
+#    define MCA_PATCHER_OVERWRITE_ARCH      ((const mca_patcher_overwrite_arch_t *) NULL)
+#    define MCA_PATCHER_OVERWRITE_HAVE_ARCH 0
 #endif
 
 #endif

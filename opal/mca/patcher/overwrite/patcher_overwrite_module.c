@@ -3,8 +3,9 @@
  * memory near each target, the patch records and their restore, page
  * protection through the base.
  *
- * Each patched function gets one page within +-2 GiB of it:
- *     [hop: absolute jump to the intercept][trampoline: displaced code, jump back]
+ * Each patched function gets one page within the entry jump's reach of it
+ * (the architecture's: +-2 GiB on x86-64, +-128 MiB for aarch64's b):
+ *     [header][hop: on to the intercept][trampoline: displaced code, jump back]
  * and the function's first bytes become a jump to the hop.  The page is
  * written while private (read-write), then made read-execute before anything
  * can jump to it, and never written again: threads may be running it.
@@ -22,6 +23,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,8 +42,8 @@
 
 #define MAGIC "opal-ow1"  /* 8 bytes, then the patch point */
 #define HOP_OFFSET 16     /* the hop, after the header */
-#define TRAMP_OFFSET 32   /* the trampoline, after the hop */
-#define NEAR_LIMIT ((uintptr_t) 1 << 31)
+/* The trampoline, after the hop, 16-aligned. */
+#define TRAMP_OFFSET (HOP_OFFSET + ((arch()->hop_size + 15) & ~(size_t) 15))
 
 typedef struct overwrite_tramp_t {
     struct overwrite_tramp_t *next;
@@ -62,20 +64,23 @@ static const mca_patcher_overwrite_arch_t *arch(void)
     return MCA_PATCHER_OVERWRITE_ARCH;
 }
 
+/* Whether a page at a is within the entry jump's reach of b, with slack to spare. */
 static bool near(uintptr_t a, uintptr_t b, size_t slack)
 {
     uintptr_t d = a > b ? a - b : b - a;
-    return d + slack < NEAR_LIMIT;
+    return d + slack < arch()->reach;
 }
 
 /*
- * A private page within +-2 GiB of target: try hints at growing distances
- * below and above it (the kernel takes a free hint as is).
+ * A private page within reach of target: try hints at growing distances
+ * below and above it (the kernel takes a free hint as is), in steps of a
+ * 128th of the reach (16 MiB for +-2 GiB), sparser beyond half of it.
  */
 static unsigned char *alloc_near(uintptr_t target, size_t page)
 {
-    const uintptr_t step = (uintptr_t) 1 << 24; /* 16 MiB */
-    for (uintptr_t d = step; d < NEAR_LIMIT; d += d < 64 * step ? step : 16 * step) {
+    const uintptr_t reach = arch()->reach;
+    const uintptr_t step = (reach >> 7) > page ? (reach >> 7) & ~(uintptr_t) (page - 1) : page;
+    for (uintptr_t d = step; d < reach; d += d < 64 * step ? step : 16 * step) {
         for (int dir = -1; dir <= 1; dir += 2) {
             uintptr_t hint = (dir < 0 ? target - d : target + d) & ~(page - 1);
             if ((dir < 0 && target < d) || hint == 0) {
@@ -108,7 +113,7 @@ static int build_page(unsigned char *buf, uintptr_t mem, uintptr_t at, uintptr_t
 {
     memcpy(buf, MAGIC, 8);
     memcpy(buf + 8, &at, sizeof(at));
-    arch()->abs_jump(buf + HOP_OFFSET, mem + HOP_OFFSET, intercept);
+    arch()->hop(buf + HOP_OFFSET, mem + HOP_OFFSET, intercept, at);
     return arch()->relocate(at, buf + TRAMP_OFFSET, mem + TRAMP_OFFSET, reloc, why, why_size);
 }
 
@@ -175,7 +180,10 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
         mem = alloc_near(at, page);
         if (NULL == mem) {
             free(t);
-            return decline(symbol, func, "no free page within +-2 GiB for the trampoline");
+            char why[96];
+            snprintf(why, sizeof(why), "no free page within +-%lu MiB for the trampoline",
+                     (unsigned long) (arch()->reach >> 20));
+            return decline(symbol, func, why);
         }
         char why[160];
         int rc = build_page(mem, (uintptr_t) mem, at, intercept, &t->reloc, why, sizeof(why));
@@ -234,6 +242,7 @@ static int write_patch(uintptr_t at, const unsigned char *bytes, size_t len, ove
         .bytes = bytes,
         .len = len,
         .tramp = (uintptr_t) t->page + TRAMP_OFFSET,
+        .hop = (uintptr_t) t->page + HOP_OFFSET,
         .reloc = patching ? &t->reloc : NULL,
     };
     int rc = mca_patcher_base_with_code_writable(at, len, write_code, &w, reason);

@@ -23,6 +23,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/ucontext.h>
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
@@ -47,6 +48,30 @@ static bool fits_rel32(intptr_t d)
     (void) d;
     return true; /* i386: EIP + rel32 wraps, every distance fits */
 #endif
+}
+
+/* The hop: the mode's far jump (it does not depend on the patch point). */
+static void x86_hop(unsigned char *buf, uintptr_t run_at, uintptr_t target, uintptr_t at)
+{
+    (void) at;
+    mca_patcher_overwrite_x86_far_jump(buf, run_at, target);
+}
+
+/* The program counter in a signal's saved context. */
+#if defined(__x86_64__)
+#    define PC_REG REG_RIP
+#else
+#    define PC_REG REG_EIP
+#endif
+
+static uintptr_t x86_get_pc(const void *uc)
+{
+    return (uintptr_t) ((const ucontext_t *) uc)->uc_mcontext.gregs[PC_REG];
+}
+
+static void x86_set_pc(void *uc, uintptr_t pc)
+{
+    ((ucontext_t *) uc)->uc_mcontext.gregs[PC_REG] = (greg_t) pc;
 }
 
 static int x86_entry_jump(unsigned char *buf, uintptr_t from, uintptr_t to)
@@ -182,9 +207,10 @@ static int x86_relocate(uintptr_t code, unsigned char *tramp, uintptr_t tramp_ad
     return OPAL_SUCCESS;
 }
 
-const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch_x86 = {
+const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch = {
     .name = MCA_PATCHER_OVERWRITE_X86_NAME,
     .jump_size = JUMP_SIZE,
+    .reach = (uintptr_t) 1 << 31, /* jmp rel32: +-2 GiB (i386: everywhere; the module asks no more) */
     .hop_size = FAR_JUMP_SIZE,
     .max_tramp = MCA_PATCHER_OVERWRITE_MAX_INSNS * MCA_PATCHER_OVERWRITE_X86_MAX_COPY +
                  FAR_JUMP_SIZE,
@@ -192,8 +218,10 @@ const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch_x86 = {
     .how_past_pad = "jmp rel32 after " MCA_PATCHER_OVERWRITE_X86_PAD " to a near hop, trampoline",
     .patch_offset = x86_patch_offset,
     .relocate = x86_relocate,
-    .abs_jump = mca_patcher_overwrite_x86_far_jump,
+    .hop = x86_hop,
     .entry_jump = x86_entry_jump,
     .code_write = mca_patcher_overwrite_x86_code_write,
     .fini = mca_patcher_overwrite_x86_write_fini,
+    .get_pc = x86_get_pc,
+    .set_pc = x86_set_pc,
 };

@@ -14,14 +14,16 @@
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/runtime/opal.h"
 #include "test/support/test_util.h"
 
-#if !defined(__x86_64__) && !defined(__i386__)
-#    define OVERWRITE_TEST_REQUIRE_ARCH() TEST_SKIP("the overwrite patcher has no x86 instructions")
-#else
-#define OVERWRITE_TEST_REQUIRE_ARCH() do { } while (0)
-#endif
+#define OVERWRITE_TEST_REQUIRE_ARCH()                                                            \
+    do {                                                                                         \
+        if (!MCA_PATCHER_OVERWRITE_HAVE_ARCH) {                                                  \
+            TEST_SKIP("the overwrite patcher has no instructions for this architecture");        \
+        }                                                                                        \
+    } while (0)
 
 /* opal_init_util with patcher=overwrite, and the selected module. */
 static inline mca_patcher_base_module_t *overwrite_test_setup(void)
@@ -40,46 +42,15 @@ static inline mca_patcher_base_module_t *overwrite_test_setup(void)
     return opal_patcher;
 }
 
-#if defined(__x86_64__)
 /*
- * Hand-assembled targets shared by the tests (System V ABI: rdi, rsi, rdx,
- * rcx, r8, r9 -> rax).
+ * The architecture's hand-assembled targets, shared by the tests:
+ * test_fn_plus42 (f(x) = x + 42, like munmap's entry), test_fn_mmap_like
+ * (x+1, or x+2 when the 6th argument & 0xfff; more than one instruction
+ * displaced where the architecture's jump covers more than one), and
+ * OVERWRITE_TEST_JUMP_SIZE, the bytes of the entry jump.
  */
-static const unsigned char test_fn_plus42[] = { /* f(x) = x + 42, like munmap's entry */
-    0xb8, 0x2a, 0x00, 0x00, 0x00,               /* mov $42,%eax */
-    0x01, 0xf8,                                 /* add %edi,%eax */
-    0xc3,                                       /* ret */
-};
-/* Like mmap: x+1, or x+2 when r9 & 0xfff.  Its second instruction begins
- * inside the jump's bytes: patching it moves threads off them. */
-static const unsigned char test_fn_mmap_like[] = {
-    0x41, 0x89, 0xca,                         /* mov %ecx,%r10d */
-    0x41, 0xf7, 0xc1, 0xff, 0x0f, 0x00, 0x00, /* test $0xfff,%r9d */
-    0x75, 0x05,                               /* jne +5 */
-    0x48, 0x8d, 0x47, 0x01,                   /* lea 1(%rdi),%rax */
-    0xc3,                                     /* ret */
-    0x48, 0x8d, 0x47, 0x02,                   /* lea 2(%rdi),%rax */
-    0xc3,                                     /* ret */
-};
-#else
-/* The same for i386 (cdecl: the arguments at 4(%esp), 8(%esp), ... -> eax). */
-static const unsigned char test_fn_plus42[] = {
-    /* f(x) = x + 42 */
-    0xb8, 0x2a, 0x00, 0x00, 0x00, /* mov $42,%eax */
-    0x03, 0x44, 0x24, 0x04,       /* add 4(%esp),%eax */
-    0xc3,                         /* ret */
-};
-/* x+1, or x+2 when the 6th argument & 0xfff; the second instruction
- * begins inside the jump's bytes, as in glibc's i386 munmap. */
-static const unsigned char test_fn_mmap_like[] = {
-    0x8b, 0x44, 0x24, 0x04,                         /* mov 4(%esp),%eax */
-    0xf7, 0x44, 0x24, 0x18, 0xff, 0x0f, 0x00, 0x00, /* testl $0xfff,0x18(%esp) */
-    0x75, 0x02,                                     /* jne +2 */
-    0x40,                                           /* inc %eax (a REX prefix in 64-bit mode) */
-    0xc3,                                           /* ret */
-    0x83, 0xc0, 0x02,                               /* add $2,%eax */
-    0xc3,                                           /* ret */
-};
+#if defined(__x86_64__) || defined(__i386__)
+#    include "test/mca/patcher/overwrite/overwrite_test_x86.h"
 #endif
 
 /* A page of hand-assembled code: write while RW, then make it RX. */
@@ -119,6 +90,9 @@ static inline unsigned char *code_page_add(code_page_t *cp, const void *bytes, s
 
 static inline void code_page_seal(code_page_t *cp)
 {
+    /* What the CPU fetches must be what was written (a no-op on x86). */
+    __builtin___clear_cache((char *) cp->base,
+                            (char *) cp->base + 2 * (size_t) sysconf(_SC_PAGESIZE));
     if (mprotect(cp->base, 2 * (size_t) sysconf(_SC_PAGESIZE), PROT_READ | PROT_EXEC)) {
         perror("mprotect");
         exit(1);

@@ -1,0 +1,406 @@
+/*
+ * Rounds of requests to every other thread (see patcher_overwrite_threads.h).
+ *
+ * The request is SIGRTMAX, or the first real-time signal below it that can
+ * be queued here (qemu-user 7.2 has no host signal for the guest's top
+ * two: queueing them fails with EINVAL), chosen once, sent with
+ * rt_tgsigqueueinfo and our cookie so that the handler tells our requests
+ * from anyone else's use of the signal (those go to the handler that was
+ * there before).  Not SIGTRAP: a pending standard signal absorbs another
+ * of the same number, and x86's int3 trap merged with a request would be
+ * taken for a request at the byte after the int3.  A real-time signal is
+ * queued apart, and the kernel delivers a synchronous SIGTRAP first.
+ *
+ * The asker publishes the round, sends the requests and waits (2 s at
+ * most) until every asked thread has noted its answer.  A handler counts
+ * itself as a reader (opal/util/readers.h) before it reads the round, so
+ * the asker can end the round (unpublish, drain) and reuse or free what
+ * the handlers read; a request taken after its round ended finds no round
+ * and does nothing.
+ *
+ * A thread that blocks the request and every signal not raised by a fault
+ * has opted out of signals for good (qemu-user's own threads, sigwait
+ * threads, libraries' helpers): waiting for it cannot help.  If the kernel
+ * shows it asleep in a system call at a PC off the bytes of the round, it
+ * is not asked: a request it took after our handler is gone would kill
+ * the process.  (Under an emulator that PC is the emulator's; the rule
+ * holds for its own threads, which run no guest code.)
+ */
+#include "opal_config.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "opal/mca/patcher/base/base_dl.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_threads.h"
+#include "opal/util/proc_tasks.h"
+#include "opal/util/readers.h"
+
+/* Weak: a static program may be linked without the loader's functions. */
+#pragma weak dlopen
+
+#define ANSWER_TIMEOUT_NS 2000000000L
+#define SIGNAL_TRIES      3 /* SIGRTMAX and the two below it */
+#define HOLD_TRIES        3 /* rounds retried while new threads appear */
+
+static int request_signal;
+static int cookie; /* its address marks our own requests */
+static struct sigaction prev_request;
+static bool installed;
+
+/* The round being run, and the threads asked in it. */
+static const mca_patcher_overwrite_round_t *_Atomic current;
+static pid_t *asked;
+static _Atomic bool *answered;
+static int nasked, cap_asked;
+static int readers;            /* handlers that may be reading the round */
+static _Atomic int released;   /* futex word: a hold is over */
+
+static uintptr_t get_pc(void *uc)
+{
+    return MCA_PATCHER_OVERWRITE_ARCH->get_pc(uc);
+}
+
+/* Where a thread at pc must go for round r, or 0 if it stays. */
+static uintptr_t moved_pc(const mca_patcher_overwrite_round_t *r, uintptr_t pc)
+{
+    for (unsigned i = 1; r->reloc && i < r->reloc->insns; i++) {
+        if (pc == r->addr + r->reloc->insn_offset[i]) {
+            return r->tramp + r->reloc->tramp_offset[i];
+        }
+    }
+    if (r->restoring && pc > r->addr && pc < r->addr + r->len) {
+        return r->hop;
+    }
+    return 0;
+}
+
+void mca_patcher_overwrite_threads_forward(const struct sigaction *prev, int sig, siginfo_t *info,
+                                           void *uc)
+{
+    if (prev->sa_flags & SA_SIGINFO) {
+        prev->sa_sigaction(sig, info, uc);
+    } else if (prev->sa_handler == SIG_IGN) {
+        return;
+    } else if (prev->sa_handler != SIG_DFL) {
+        prev->sa_handler(sig);
+    } else {
+        /* The default action: restore it and take the signal again. */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
+static void request_handler(int sig, siginfo_t *info, void *uc)
+{
+    if (info->si_code != SI_QUEUE || info->si_value.sival_ptr != &cookie) {
+        mca_patcher_overwrite_threads_forward(&prev_request, sig, info, uc);
+        return;
+    }
+    pid_t self = (pid_t) syscall(SYS_gettid);
+    opal_readers_enter(&readers);
+    const mca_patcher_overwrite_round_t *r = atomic_load(&current);
+    if (r) {
+        uintptr_t to = moved_pc(r, get_pc(uc));
+        if (to) {
+            MCA_PATCHER_OVERWRITE_ARCH->set_pc(uc, to);
+        }
+        for (int k = 0; k < nasked; k++) {
+            if (asked[k] == self) {
+                atomic_store(&answered[k], true);
+                break;
+            }
+        }
+        /* Held: sleep on the futex word until the asker releases us. */
+        while (r->hold && 0 == atomic_load(&released)) {
+            syscall(SYS_futex, &released, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        }
+    }
+    opal_readers_leave(&readers);
+}
+
+static long queue_request(pid_t pid, pid_t tid, int sig)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    si.si_signo = sig;
+    si.si_code = SI_QUEUE;
+    si.si_pid = pid;
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = &cookie;
+    return syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, &si);
+}
+
+/* Whether sig can be queued: to this thread, blocked meanwhile, then taken back. */
+static bool can_queue(int sig)
+{
+    sigset_t one, old, pending;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_BLOCK, &one, &old);
+    sigpending(&pending);
+    bool ok = sigismember(&pending, sig); /* one is queued already: so it can be */
+    if (!ok && queue_request(getpid(), (pid_t) syscall(SYS_gettid), sig) == 0) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&one, NULL, &zero);
+        ok = true;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ok;
+}
+
+int mca_patcher_overwrite_threads_init(void)
+{
+    if (installed) {
+        return 0;
+    }
+    for (int k = 0; k < SIGNAL_TRIES && 0 == request_signal; k++) {
+        if (can_queue(SIGRTMAX - k)) {
+            request_signal = SIGRTMAX - k;
+        }
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_sigaction = request_handler;
+    if (0 == request_signal || sigaction(request_signal, &sa, &prev_request) != 0) {
+        return -1;
+    }
+    installed = true;
+    return 0;
+}
+
+/* /proc/self/task/<tid>/<name> into buf (NUL terminated); false if it cannot be read. */
+static bool read_task_file(pid_t tid, const char *name, char *buf, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int) tid, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    ssize_t len = read(fd, buf, size - 1);
+    close(fd);
+    if (len <= 0) {
+        return false;
+    }
+    buf[len] = '\0';
+    return true;
+}
+
+/* Whether thread tid blocks the request and every signal not raised by a fault. */
+static bool opted_out_of_signals(pid_t tid)
+{
+    char buf[2048];
+    const char *blk = read_task_file(tid, "status", buf, sizeof(buf)) ? strstr(buf, "SigBlk:")
+                                                                      : NULL;
+    if (NULL == blk) {
+        return false;
+    }
+    unsigned long long blocked = strtoull(blk + 7, NULL, 16), need = 0;
+    for (int sig = 1; sig < 32; sig++) {
+        if (sig != SIGKILL && sig != SIGSTOP && sig != SIGILL && sig != SIGTRAP && sig != SIGBUS &&
+            sig != SIGFPE && sig != SIGSEGV) {
+            need |= 1ULL << (sig - 1);
+        }
+    }
+    need |= 1ULL << (request_signal - 1);
+    return (blocked & need) == need;
+}
+
+/*
+ * Whether thread tid has opted out of signals and is asleep in a system
+ * call (/proc/self/task/<tid>/syscall: "running", "-1 sp pc" when in the
+ * kernel for another reason, else "nr args... sp pc") at a user PC that
+ * round r would not move.
+ */
+static bool asleep_opted_out(pid_t tid, const mca_patcher_overwrite_round_t *r)
+{
+    char buf[256];
+    if (!opted_out_of_signals(tid) || !read_task_file(tid, "syscall", buf, sizeof(buf))) {
+        return false;
+    }
+    char *end;
+    long nr = strtol(buf, &end, 10);
+    const char *last = strrchr(buf, ' ');
+    if (end == buf || nr < 0 || NULL == last) {
+        return false;
+    }
+    uintptr_t pc = (uintptr_t) strtoull(last + 1, NULL, 16);
+    return 0 == moved_pc(r, pc);
+}
+
+static bool was_asked(pid_t tid)
+{
+    for (int k = 0; k < nasked; k++) {
+        if (asked[k] == tid) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * The threads to ask (with add: into asked[]; without: only whether one is
+ * missing from it).  False if /proc/self/task cannot be read, memory runs
+ * out, or (without add) a thread is missing.
+ */
+static bool list_threads(const mca_patcher_overwrite_round_t *r, bool add)
+{
+    pid_t self = (pid_t) syscall(SYS_gettid);
+    DIR *dir = opendir("/proc/self/task");
+    bool ok = NULL != dir;
+    struct dirent *de;
+    while (ok && (de = readdir(dir)) != NULL) {
+        pid_t tid = (pid_t) atoi(de->d_name);
+        if (tid <= 0 || tid == self || was_asked(tid) || asleep_opted_out(tid, r)) {
+            continue;
+        }
+        if (!add) {
+            ok = false;
+            break;
+        }
+        if (nasked == cap_asked) {
+            int cap = cap_asked ? 2 * cap_asked : 64;
+            pid_t *t = realloc(asked, cap * sizeof(*t));
+            _Atomic bool *a = t ? realloc((void *) answered, cap * sizeof(*a)) : NULL;
+            asked = t ? t : asked;
+            answered = a ? a : answered;
+            if (!t || !a) {
+                ok = false;
+                break;
+            }
+            cap_asked = cap;
+        }
+        atomic_store(&answered[nasked], false);
+        asked[nasked++] = tid;
+    }
+    if (dir) {
+        closedir(dir);
+    }
+    return ok;
+}
+
+static bool all_answered(void)
+{
+    for (int k = 0; k < nasked; k++) {
+        if (!atomic_load(&answered[k])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool wait_answers(void)
+{
+    struct timespec start, now, pause = {0, 100000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (!all_answered()) {
+        nanosleep(&pause, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >
+            ANSWER_TIMEOUT_NS) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* No handler reads the round after this returns: held ones are let go first. */
+static void end_round(void)
+{
+    atomic_store(&current, NULL);
+    mca_patcher_overwrite_threads_release();
+    opal_readers_drain(&readers, 0);
+    nasked = 0;
+}
+
+typedef enum { ROUND_DONE, ROUND_NO_ANSWER, ROUND_NEW_THREADS } round_result_t;
+
+/* One round: ask, wait; with a hold, no thread may have appeared meanwhile. */
+static round_result_t run_once(const mca_patcher_overwrite_round_t *r)
+{
+    pid_t pid = getpid();
+    atomic_store(&released, 0);
+    nasked = 0;
+    if (!list_threads(r, true)) {
+        nasked = 0;
+        return ROUND_NO_ANSWER;
+    }
+    atomic_store(&current, r);
+    for (int k = 0; k < nasked; k++) {
+        /* ESRCH: the thread has exited meanwhile, nothing to ask. */
+        if (queue_request(pid, asked[k], request_signal) != 0 && errno == ESRCH) {
+            atomic_store(&answered[k], true);
+        }
+    }
+    round_result_t result = !wait_answers()                        ? ROUND_NO_ANSWER
+                            : r->hold && !list_threads(r, false) ? ROUND_NEW_THREADS
+                                                                   : ROUND_DONE;
+    if (ROUND_DONE != result || !r->hold) {
+        end_round();
+    }
+    return result;
+}
+
+bool mca_patcher_overwrite_threads_run(const mca_patcher_overwrite_round_t *round)
+{
+    round_result_t result = ROUND_NEW_THREADS;
+    for (int k = 0; k < HOLD_TRIES && ROUND_NEW_THREADS == result; k++) {
+        result = run_once(round);
+    }
+    return ROUND_DONE == result;
+}
+
+void mca_patcher_overwrite_threads_release(void)
+{
+    if (0 == atomic_exchange(&released, 1)) {
+        syscall(SYS_futex, &released, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    }
+    if (atomic_load(&current) && atomic_load(&current)->hold) {
+        end_round();
+    }
+}
+
+void mca_patcher_overwrite_threads_fini(void (*when_quiet)(void))
+{
+    if (installed) {
+        const mca_patcher_overwrite_round_t nothing = {.addr = 0};
+        bool all = mca_patcher_overwrite_threads_run(&nothing);
+        if (all) {
+            if (when_quiet) {
+                when_quiet();
+            }
+            sigaction(request_signal, &prev_request, NULL);
+            installed = false;
+        }
+        /* Our handlers' code must outlive the component's close when they
+         * stay installed, and when another thread may still be returning
+         * through them: an answer is noted before the handler returns. */
+        if (!all || opal_proc_other_threads()) {
+            mca_patcher_base_dl_keep_loaded((void *) request_handler, dlopen,
+                                            all ? "another thread may still be returning "
+                                                  "from a code-write signal handler"
+                                                : "a thread did not answer: the code-write "
+                                                  "signal handlers stay installed");
+        }
+    }
+    free(asked);
+    free((void *) answered);
+    asked = NULL;
+    answered = NULL;
+    cap_asked = 0;
+}
