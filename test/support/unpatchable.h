@@ -1,6 +1,6 @@
 /*
  * Make one of libc's functions impossible to patch for the overwrite
- * component (a `ret` at its entry, which the relocator must decline), so
+ * component (a return at its entry, which the relocator must decline), so
  * that the delayed setup fails; and make it whole again.  For tests only:
  * the function is not called meanwhile.
  */
@@ -10,23 +10,40 @@
 #include <dlfcn.h>
 #include <gnu/lib-names.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* Our configuration first: a program built by mpicc includes no opal_config.h of its own. */
+#include "opal_config.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "test/support/test_util.h"
 
+/* A return as the function's first instruction, in the architecture's encoding. */
+#if defined(__x86_64__) || defined(__i386__)
+static const unsigned char test_return_insn[] = {0xc3}; /* ret */
+#elif defined(__aarch64__)
+static const unsigned char test_return_insn[] = {0xc0, 0x03, 0x5f, 0xd6}; /* ret */
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
+static const unsigned char test_return_insn[] = {0x20, 0x00, 0x80, 0x4e}; /* blr */
+#elif defined(__riscv) && __riscv_xlen == 64
+static const unsigned char test_return_insn[] = {0x82, 0x80}; /* c.jr ra */
+#else
+static const unsigned char test_return_insn[] = {0};
+#endif
+
 typedef struct test_unpatchable_t {
     uintptr_t entry;
-    unsigned char saved;
+    unsigned char saved[sizeof(test_return_insn)];
 } test_unpatchable_t;
 
-static inline void test_write_code_byte(uintptr_t at, unsigned char byte)
+static inline void test_write_code(uintptr_t at, const unsigned char *bytes, size_t len)
 {
     const uintptr_t size = (uintptr_t) sysconf(_SC_PAGESIZE);
     uintptr_t page = at & ~(size - 1);
     mprotect((void *) page, 2 * size, PROT_READ | PROT_WRITE | PROT_EXEC);
-    *(volatile unsigned char *) at = byte;
+    memcpy((void *) at, bytes, len);
+    __builtin___clear_cache((char *) at, (char *) at + len);
     mprotect((void *) page, 2 * size, PROT_READ | PROT_EXEC);
 }
 
@@ -39,13 +56,13 @@ static inline void test_make_unpatchable(test_unpatchable_t *u, const char *libc
     void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
     u->entry = (uintptr_t) dlsym(libc, libc_function);
     dlclose(libc);
-    u->saved = *(unsigned char *) u->entry;
-    test_write_code_byte(u->entry, 0xc3); /* ret */
+    memcpy(u->saved, (const void *) u->entry, sizeof(u->saved));
+    test_write_code(u->entry, test_return_insn, sizeof(test_return_insn));
 }
 
 static inline void test_make_patchable_again(const test_unpatchable_t *u)
 {
-    test_write_code_byte(u->entry, u->saved);
+    test_write_code(u->entry, u->saved, sizeof(u->saved));
 }
 
 #endif
