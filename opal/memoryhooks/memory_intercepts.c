@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -46,6 +47,10 @@
 #endif
 #ifndef SHM_REMAP
 #define SHM_REMAP 040000
+#endif
+/* Linux 6.13: guard markers replace the range's pages (older headers lack it). */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
 #endif
 
 /*
@@ -119,6 +124,8 @@ static struct {
     int (*munmap[NUM_VARIANTS])(void *, size_t);
     void *(*mremap[NUM_VARIANTS])(void *, size_t, size_t, int, ...);
     int (*madvise[NUM_VARIANTS])(void *, size_t, int);
+    ssize_t (*process_madvise[NUM_VARIANTS])(int, const struct iovec *, size_t, int, unsigned);
+    int (*remap_file_pages[NUM_VARIANTS])(void *, size_t, int, size_t, int);
     void *(*mmap[NUM_VARIANTS])(void *, size_t, int, int, int, off_t);
 #if OPAL_MMAP64_OWN
     void *(*mmap64[NUM_VARIANTS])(void *, size_t, int, int, int, off64_t);
@@ -190,7 +197,7 @@ DEFINE_ENTRIES(mremap, void *, (void *old, size_t old_size, size_t new_size, int
 static bool advice_drops_pages(int advice)
 {
     return MADV_DONTNEED == advice || MADV_FREE == advice || MADV_REMOVE == advice ||
-           MADV_DONTNEED_LOCKED == advice;
+           MADV_DONTNEED_LOCKED == advice || MADV_GUARD_INSTALL == advice;
 }
 
 static OPAL_COLD int madvise_framed(int v, void *addr, size_t len, int advice)
@@ -214,6 +221,50 @@ ENTRY_INLINE int madvise_common(int v, void *addr, size_t len, int advice)
     return chain.madvise[v](addr, len, advice);
 }
 DEFINE_ENTRIES(madvise, int, (void *addr, size_t len, int advice), (addr, len, advice))
+
+/*
+ * process_madvise gives the advice of madvise to each range of iov.  Only
+ * the caller's own pages can be dropped by it: the kernel takes the
+ * page-dropping advice from a process for itself alone (6.13 and later;
+ * for another process it refuses them, and before 6.13 it refused them
+ * always), so a pidfd that is not ours costs at most an event for a call
+ * that fails.  Every range is reported: a later one may be released even
+ * when an earlier one is not (the kernel stops at the first error).
+ */
+static ssize_t process_madvise_common(int v, int pidfd, const struct iovec *iov, size_t n,
+                                      int advice, unsigned flags)
+{
+    if (advice_drops_pages(advice)) {
+        for (size_t i = 0; i < n; i++) {
+            if (page_aligned(iov[i].iov_base) && 0 != iov[i].iov_len) {
+                opal_mem_hooks_dispatch((uintptr_t) iov[i].iov_base, iov[i].iov_len, true);
+            }
+        }
+    }
+    return chain.process_madvise[v](pidfd, iov, n, advice, flags);
+}
+DEFINE_ENTRIES(process_madvise, ssize_t,
+               (int pidfd, const struct iovec *iov, size_t n, int advice, unsigned flags),
+               (pidfd, iov, n, advice, flags))
+
+/*
+ * remap_file_pages (an emulation since Linux 4.0) maps other pages of the
+ * file over the range: the range's pages are released.  The kernel rounds
+ * the start and the size down to pages.
+ */
+static int remap_file_pages_common(int v, void *addr, size_t size, int prot, size_t pgoff,
+                                   int flags)
+{
+    const uintptr_t mask = opal_mem_hooks_page_size - 1;
+    const uintptr_t start = (uintptr_t) addr & ~mask;
+    chain_frame_t frame;
+    release(&frame, start, start + (size & ~mask));
+    int rc = chain.remap_file_pages[v](addr, size, prot, pgoff, flags);
+    chain_done(&frame);
+    return rc;
+}
+DEFINE_ENTRIES(remap_file_pages, int, (void *addr, size_t size, int prot, size_t pgoff, int flags),
+               (addr, size, prot, pgoff, flags))
 
 static OPAL_COLD void *mmap_framed(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -365,6 +416,9 @@ static const intercept_target_t targets[] = {
     TARGET(sbrk, sbrk, sbrk),
     TARGET(shmdt, shmdt, shmdt),
     TARGET(shmat, shmat, shmat),
+    /* No other hooker intercepts these two. */
+    TARGET(process_madvise, process_madvise, process_madvise),
+    TARGET(remap_file_pages, remap_file_pages, remap_file_pages),
 };
 #define NUM_TARGETS (sizeof(targets) / sizeof(targets[0]))
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# A Go library releasing memory our cache holds (uffd_go_test.c).  The Go
+# A Go library releasing memory our cache holds (uffd_foreign_test.c).  The Go
 # library is built here with Debian's golang-go (-buildmode=c-shared, no
 # network, cached in the build tree); SKIP without go.
 #
@@ -24,7 +24,7 @@ if [ ! -e "$b/libreleaser.so" ]; then
         timeout 600 go build -buildmode=c-shared -o "$b/libreleaser.so" "$OPAL_TEST_SRCDIR/test/integration/uffd_go_releaser.go" ||
         { echo "FAIL: go build"; exit 1; }
 fi
-t="$OPAL_TEST_BUILDDIR/test/integration/uffd_go_test"
+t="$OPAL_TEST_BUILDDIR/test/integration/uffd_foreign_test"
 export OMPI_MCA_patcher=linux OMPI_MCA_mpi_leave_pinned=1
-OMPI_MCA_rcache_base_uffd=on timeout -k 5 120 $OPAL_TEST_RUN "$t" "$b/libreleaser.so" || exit $?
-OMPI_MCA_rcache_base_uffd=off timeout -k 5 120 $OPAL_TEST_RUN "$t" "$b/libreleaser.so" --expect-stale
+OMPI_MCA_rcache_base_uffd=on timeout -k 5 120 $OPAL_TEST_RUN "$t" "$b/libreleaser.so" Go || exit $?
+OMPI_MCA_rcache_base_uffd=off timeout -k 5 120 $OPAL_TEST_RUN "$t" "$b/libreleaser.so" Go --expect-stale

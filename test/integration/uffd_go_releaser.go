@@ -9,14 +9,14 @@ import (
 	"unsafe"
 )
 
-//export GoMunmap
-func GoMunmap(p unsafe.Pointer, n C.size_t) C.int {
+//export foreign_munmap
+func foreign_munmap(p unsafe.Pointer, n C.size_t) C.int {
 	_, _, e := syscall.Syscall(syscall.SYS_MUNMAP, uintptr(p), uintptr(n), 0)
 	return C.int(e)
 }
 
-//export GoMadviseDontneed
-func GoMadviseDontneed(p unsafe.Pointer, n C.size_t) C.int {
+//export foreign_madvise_dontneed
+func foreign_madvise_dontneed(p unsafe.Pointer, n C.size_t) C.int {
 	_, _, e := syscall.Syscall(syscall.SYS_MADVISE, uintptr(p), uintptr(n), 4)
 	return C.int(e)
 }

@@ -5,7 +5,7 @@
 #         so and declines, with linux (GOT slots only) it works;
 #   int3  another tool's breakpoint at munmap's entry, which cannot be moved:
 #         ours says so and declines, and that tool still sees every munmap;
-#         the same at shmdt's, the eighth of our nine targets: what was
+#         the same at shmdt's, the eighth of our eleven targets: what was
 #         patched before it is undone;
 #   jump  another hooker's jmp at munmap's entry: ours goes in front and
 #         chains to it, both see each munmap.

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -31,6 +33,10 @@
 #pragma weak dlopen
 #pragma weak dlclose
 #pragma weak dlmopen
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
 
 #define SENTINEL   ((long) 0x5a5a0f0f12345678ULL) /* its low half where long has 32 bits */
 #define MAX_EVENTS 256
@@ -212,6 +218,72 @@ static int check_madvise(int advice, const char *what)
     start_check((uintptr_t) p + page);
     madvise(p + page, 2 * page, advice);
     int failed = expect_release(what, (uintptr_t) p + page, (uintptr_t) p + 3 * page);
+    start_check(0); /* a guard page (MADV_GUARD_INSTALL) faults when read */
+    munmap(p, 4 * page);
+    return failed;
+}
+
+/* What UCX's libucm has no hook for: with its events we have none either. */
+static bool ucx_owns_hooks(const char *what)
+{
+    if (NULL != opal_patcher) {
+        return false;
+    }
+    report(what, true, "not checked: UCX's libucm owns the hooks and has no hook for it");
+    return true;
+}
+
+/* Two ranges in one call, watched one per call (our own pidfd; with none,
+ * -1: the event comes before the kernel answers). */
+static int check_process_madvise(void)
+{
+    if (ucx_owns_hooks("process_madvise (MADV_DONTNEED)")) {
+        return 0;
+    }
+    static const char *const what[2] = {"process_madvise (MADV_DONTNEED, range 1)",
+                                        "process_madvise (MADV_DONTNEED, range 2)"};
+    int failed = 0;
+    const int pidfd = (int) syscall(SYS_pidfd_open, getpid(), 0);
+    for (int k = 0; k < 2; k++) {
+        char *p = map_pages(4);
+        struct iovec iov[2] = {{p, page}, {p + 2 * page, 2 * page}};
+        start_check((uintptr_t) iov[k].iov_base);
+        process_madvise(pidfd, iov, 2, MADV_DONTNEED, 0);
+        failed += expect_release(what[k], (uintptr_t) iov[k].iov_base,
+                                 (uintptr_t) iov[k].iov_base + iov[k].iov_len);
+        start_check(0);
+        process_madvise(pidfd, iov, 2, MADV_WILLNEED, 0);
+        if (1 == k) {
+            failed += expect_no_event("process_madvise (MADV_WILLNEED)", (uintptr_t) p,
+                                      (uintptr_t) p + 4 * page);
+        }
+        munmap(p, 4 * page);
+    }
+    if (pidfd >= 0) {
+        close(pidfd);
+    }
+    return failed;
+}
+
+/* Other pages of the file over the middle two of four. */
+static int check_remap_file_pages(void)
+{
+    if (ucx_owns_hooks("remap_file_pages")) {
+        return 0;
+    }
+    int fd = memfd_create("opal_patcher_info", 0);
+    if (fd < 0 || 0 != ftruncate(fd, 8 * page)) {
+        return report("remap_file_pages", false, "no memfd");
+    }
+    char *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (MAP_FAILED == p) {
+        return report("remap_file_pages", false, "cannot map the memfd");
+    }
+    *(long *) (p + page) = SENTINEL;
+    start_check((uintptr_t) p + page);
+    remap_file_pages(p + page, 2 * page, 0, 4, 0);
+    int failed = expect_release("remap_file_pages", (uintptr_t) p + page, (uintptr_t) p + 3 * page);
     munmap(p, 4 * page);
     return failed;
 }
@@ -464,7 +536,11 @@ int opal_patcher_info_selftest(void)
     printf("Events:\n");
     int failed = check_munmap() + check_mremap() + check_madvise(MADV_DONTNEED, "madvise (MADV_DONTNEED)") +
                  check_madvise(MADV_FREE, "madvise (MADV_FREE)") + check_madvise(MADV_REMOVE, "madvise (MADV_REMOVE)") +
-                 check_mmap() + check_brk() + check_shm();
+                 check_mmap() + check_brk() + check_shm() + check_process_madvise() +
+                 check_remap_file_pages();
+    if (!ucx_owns_hooks("madvise (MADV_GUARD_INSTALL)")) {
+        failed += check_madvise(MADV_GUARD_INSTALL, "madvise (MADV_GUARD_INSTALL)");
+    }
     if (glibc_malloc()) {
         failed += check_allocator() + check_namespace();
     } else {

@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "opal/mca/rcache/base/base.h"
@@ -217,6 +218,47 @@ static void disp_shmdt(unsigned char *b)
     shmdt(b);
 }
 
+/* The releases only our patcher intercepts (no peer does). */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE  103
+#endif
+static unsigned char *rel_process_madvise(unsigned char *b)
+{
+    const int pidfd = (int) syscall(SYS_pidfd_open, getpid(), 0);
+    struct iovec iov = {b, SIZE};
+    /* Linux 6.13 and later take MADV_DONTNEED from a process for itself. */
+    ssize_t done = pidfd < 0 ? -1 : process_madvise(pidfd, &iov, 1, MADV_DONTNEED, 0);
+    if (pidfd >= 0) {
+        close(pidfd);
+    }
+    return SIZE == done ? b : NULL;
+}
+static unsigned char *rel_guard(unsigned char *b)
+{
+    /* The guard replaces the pages; removing it leaves new zero pages (Linux 6.13). */
+    if (0 != madvise(b, SIZE, MADV_GUARD_INSTALL)) {
+        return NULL;
+    }
+    return 0 == madvise(b, SIZE, MADV_GUARD_REMOVE) ? b : NULL;
+}
+static unsigned char *acq_file(void)
+{
+    int fd = memfd_create("rcache-integrity-file", 0);
+    void *p = fd < 0 || 0 != ftruncate(fd, 2 * SIZE)
+                  ? MAP_FAILED
+                  : mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0) {
+        close(fd);
+    }
+    return MAP_FAILED == p ? NULL : p;
+}
+static unsigned char *rel_remap_file_pages(unsigned char *b)
+{
+    /* The file's second half over the range: other pages at the same address. */
+    return 0 == remap_file_pages(b, SIZE, 0, SIZE / page, 0) ? b : NULL;
+}
+
 /* The same releases as system calls of our own: no libc entry point, no patch. */
 static unsigned char *rel_raw_munmap(unsigned char *b)
 {
@@ -261,6 +303,9 @@ static const way_t ways[] = {
     {"free", acq_malloc, rel_free, disp_free},
     {"realloc", acq_malloc, rel_realloc, disp_free},
     {"malloc_trim", acq_heap, rel_trim, disp_free},
+    {"process_madvise", acq_mmap, rel_process_madvise, disp_munmap},
+    {"madvise(GUARD_INSTALL)", acq_mmap, rel_guard, disp_munmap},
+    {"remap_file_pages", acq_file, rel_remap_file_pages, disp_munmap},
 };
 
 int main(int argc, char **argv)

@@ -25,7 +25,7 @@
 extern mca_patcher_base_component_t mca_patcher_linux_component;
 extern mca_patcher_base_module_t mca_patcher_linux_module;
 
-/* The dl watchers use 5, our memory hooks 13 and 13 per dlmopen namespace (15 at most). */
+/* The dl watchers use 5, our memory hooks 15 and 15 per dlmopen namespace (15 at most): 245. */
 #define MCA_PATCHER_LINUX_MAX_HOOKS   256
 #define MCA_PATCHER_LINUX_MAX_SYMBOL  64
 /* Definitions one hook may replace: one per namespace (16), an interposer's. */

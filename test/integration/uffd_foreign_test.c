@@ -1,13 +1,16 @@
 /*
- * A Go library (built with -buildmode=c-shared, loaded with dlopen) releases
- * memory that our cache holds through the Go runtime's own system call
- * layer: munmap and madvise(MADV_DONTNEED) that never enter libc, as Go's
- * runtime releases its heap.  With rcache_base_uffd=on the registrations
- * are dropped; run with --expect-stale and the source off, they stay (the
- * negative control: no patch can see these calls).
+ * A library with its own system call layer, loaded with dlopen, releases
+ * memory that our cache holds: munmap and madvise(MADV_DONTNEED) that never
+ * enter our libc.  uffd_go.sh loads a Go library (-buildmode=c-shared: the
+ * Go runtime's syscall package, as Go releases its heap), uffd_musl.sh one
+ * linked statically with musl (musl's own munmap and madvise).  Each
+ * exports foreign_munmap and foreign_madvise_dontneed.  With
+ * rcache_base_uffd=on the registrations are dropped; run with
+ * --expect-stale and the source off, they stay (the negative control: no
+ * patch can see these calls).
  *
- * Run by uffd_go.sh (linux patcher, see there).
- * Usage: uffd_go_test LIBRELEASER.so [--expect-stale]
+ * Usage: uffd_foreign_test LIBRELEASER.so WHO [--expect-stale]
+ *   WHO names the library's runtime in the messages (Go, musl).
  */
 #include "opal_config.h"
 
@@ -61,24 +64,30 @@ static char *cache_page(void)
 int main(int argc, char **argv)
 {
     alarm(60);
-    bool expect_stale = argc > 2 && 0 == strcmp(argv[2], "--expect-stale");
-    if (argc < 2) {
-        fprintf(stderr, "usage: uffd_go_test LIBRELEASER.so [--expect-stale]\n");
+    if (argc < 3) {
+        fprintf(stderr, "usage: uffd_foreign_test LIBRELEASER.so WHO [--expect-stale]\n");
         return 1;
     }
+    const char *who = argv[2];
+    bool expect_stale = argc > 3 && 0 == strcmp(argv[3], "--expect-stale");
     const char *why = expect_stale ? NULL : opal_mem_uffd_probe();
     if (why) {
         TEST_SKIP("the userfaultfd source cannot start here: %s", why);
     }
-    void *go = dlopen(argv[1], RTLD_NOW);
-    if (NULL == go) {
-        TEST_SKIP("cannot load the Go library %s: %s", argv[1], dlerror());
+    void *lib = dlopen(argv[1], RTLD_NOW);
+    if (NULL == lib) {
+        fprintf(stderr, "cannot load the %s library %s: %s\n", who, argv[1], dlerror());
+        return 1;
     }
-    int (*go_munmap)(void *, size_t) = (int (*)(void *, size_t)) dlsym(go, "GoMunmap");
-    int (*go_dontneed)(void *, size_t) = (int (*)(void *, size_t)) dlsym(go, "GoMadviseDontneed");
-    CHECK(go_munmap && go_dontneed);
+    int (*foreign_munmap)(void *, size_t) = (int (*)(void *, size_t)) dlsym(lib, "foreign_munmap");
+    int (*foreign_dontneed)(void *, size_t) =
+        (int (*)(void *, size_t)) dlsym(lib, "foreign_madvise_dontneed");
+    if (NULL == foreign_munmap || NULL == foreign_dontneed) {
+        fprintf(stderr, "%s exports no foreign_munmap/foreign_madvise_dontneed\n", argv[1]);
+        return 1;
+    }
     CHECK(OPAL_SUCCESS == opal_init_util(&argc, &argv));
-    mca_rcache_base_resources_t res = {.cache_name = "uffd-go",
+    mca_rcache_base_resources_t res = {.cache_name = "uffd-foreign",
                                        .sizeof_reg = sizeof(mca_rcache_base_registration_t),
                                        .register_mem = reg_noop,
                                        .deregister_mem = dereg_noop};
@@ -88,19 +97,19 @@ int main(int argc, char **argv)
         return 1;
     }
     char *a = cache_page(), *b = cache_page();
-    CHECK(0 == go_munmap(a, PAGE));
-    CHECK(0 == go_dontneed(b, PAGE));
+    CHECK(0 == foreign_munmap(a, PAGE));
+    CHECK(0 == foreign_dontneed(b, PAGE));
     bool a_cached = cached(a), b_cached = cached(b);
-    printf("Go munmap: %s; Go madvise(MADV_DONTNEED): %s\n", a_cached ? "still cached" : "dropped",
-           b_cached ? "still cached" : "dropped");
+    printf("%s munmap: %s; %s madvise(MADV_DONTNEED): %s\n", who,
+           a_cached ? "still cached" : "dropped", who, b_cached ? "still cached" : "dropped");
     if (expect_stale) {
         CHECK_MSG(a_cached && b_cached,
-                  "the negative control saw the Go releases: the test cannot fail");
+                  "the negative control saw the %s releases: the test cannot fail", who);
     } else {
-        CHECK_MSG(!a_cached, "a munmap by Go's runtime left its registration cached");
-        CHECK_MSG(!b_cached, "a madvise by Go's runtime left its registration cached");
+        CHECK_MSG(!a_cached, "a munmap by %s left its registration cached", who);
+        CHECK_MSG(!b_cached, "a madvise by %s left its registration cached", who);
     }
     mca_rcache_base_module_destroy(rc);
     opal_finalize_util();
-    return test_finish(expect_stale ? "uffd_go_test (negative control)" : "uffd_go_test");
+    return test_finish(expect_stale ? "uffd_foreign_test (negative control)" : "uffd_foreign_test");
 }
