@@ -3,9 +3,6 @@
 # deadlock fails (the program's own alarm covers its threads; this covers
 # a process stuck in the kernel).
 t="$OPAL_TEST_BUILDDIR/test/mca/rcache/rcache_uffd_threads_test"
-# Open: under ASan this program dies in the sanitizer's runtime at its start
-# ("CHECK failed: asan_posix.cpp:124 tsd_key_inited"), not investigated yet.
-[ -n "$OPAL_TEST_SANITIZER" ] && { echo "SKIP: ASan's runtime aborts in this program (CHECK tsd_key_inited; open)"; exit 77; }
 status=0
 ran=0
 for mode in on strict; do

@@ -52,30 +52,61 @@
 #define SLOTS      4 /* buffers per thread */
 #define SLOT_PAGES 4 /* pages per buffer */
 
-/* ---- the "allocator": glibc's, behind a lock a releasing thread can hold ---- */
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
+/* ---- the "allocator", behind a lock a releasing thread can hold ---- */
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 static int alloc_lock_armed;
 static __thread int alloc_lock_holder; /* the releasing thread allocates freely */
 
-void *malloc(size_t n)
+/* Every allocation passes here: it waits while another thread holds the lock. */
+static void allocator_gate(void)
 {
     if (__atomic_load_n(&alloc_lock_armed, __ATOMIC_ACQUIRE) && !alloc_lock_holder) {
         pthread_mutex_lock(&alloc_lock);
         pthread_mutex_unlock(&alloc_lock);
     }
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+/*
+ * AddressSanitizer's allocator must stay the process's (a malloc of ours in
+ * front of glibc's would be called by its runtime before the runtime is
+ * set up, and its blocks freed by the runtime's free): the gate runs in its
+ * allocation hook instead, at every malloc and calloc just the same.
+ */
+/* The runtime's interface (gcc installs no header for it). */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+                                              void (*free_hook)(const volatile void *));
+static void gate_hook(const volatile void *p, size_t n)
+{
+    (void) p, (void) n;
+    allocator_gate();
+}
+static void install_allocator_gate(void)
+{
+    __sanitizer_install_malloc_and_free_hooks(gate_hook, NULL);
+}
+#else
+/* glibc's allocator behind the gate. */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+
+void *malloc(size_t n)
+{
+    allocator_gate();
     return __libc_malloc(n);
 }
 
 void *calloc(size_t n, size_t m)
 {
-    if (__atomic_load_n(&alloc_lock_armed, __ATOMIC_ACQUIRE) && !alloc_lock_holder) {
-        pthread_mutex_lock(&alloc_lock);
-        pthread_mutex_unlock(&alloc_lock);
-    }
+    allocator_gate();
     return __libc_calloc(n, m);
 }
+
+static void install_allocator_gate(void)
+{
+    /* Nothing to install: the definitions above are linked in front of glibc's. */
+}
+#endif
 
 /* ---- the device: each registration remembers the epoch of its buffer ---- */
 typedef struct {
@@ -393,6 +424,7 @@ int main(int argc, char **argv)
     seconds = s ? atof(s) : 10;
     setvbuf(stdout, NULL, _IONBF, 0);
     alarm((unsigned) seconds + 60);
+    install_allocator_gate();
     CHECK(OPAL_SUCCESS == opal_init_util(&argc, &argv));
     mca_rcache_base_resources_t res = {.cache_name = "uffd-threads",
                                        .sizeof_reg = sizeof(ureg_t),
