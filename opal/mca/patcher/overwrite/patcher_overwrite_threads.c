@@ -12,7 +12,8 @@
  * queued apart, and the kernel delivers a synchronous SIGTRAP first.
  *
  * The asker publishes the round, sends the requests and waits (2 s at
- * most) until every asked thread has noted its answer.  A handler counts
+ * most, or the round's own timeout) until every asked thread has noted
+ * its answer.  A handler counts
  * itself as a reader (opal/util/readers.h) before it reads the round, so
  * the asker can end the round (unpublish, drain) and reuse or free what
  * the handlers read; a request taken after its round ended finds no round
@@ -28,7 +29,6 @@
  */
 #include "opal_config.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,10 +61,15 @@ static int cookie; /* its address marks our own requests */
 static struct sigaction prev_request;
 static bool installed;
 
+/* A thread asked in the round, and whether it has answered. */
+typedef struct asked_thread_t {
+    pid_t tid;
+    _Atomic bool answered;
+} asked_thread_t;
+
 /* The round being run, and the threads asked in it. */
 static const mca_patcher_overwrite_round_t *_Atomic current;
-static pid_t *asked;
-static _Atomic bool *answered;
+static asked_thread_t *asked;
 static int nasked, cap_asked;
 static int readers;            /* handlers that may be reading the round */
 static _Atomic int released;   /* futex word: a hold is over */
@@ -118,8 +124,8 @@ static void request_handler(int sig, siginfo_t *info, void *uc)
             MCA_PATCHER_OVERWRITE_ARCH->set_pc(uc, to);
         }
         for (int k = 0; k < nasked; k++) {
-            if (asked[k] == self) {
-                atomic_store(&answered[k], true);
+            if (asked[k].tid == self) {
+                atomic_store(&asked[k].answered, true);
                 break;
             }
         }
@@ -246,65 +252,96 @@ static bool asleep_opted_out(pid_t tid, const mca_patcher_overwrite_round_t *r)
 static bool was_asked(pid_t tid)
 {
     for (int k = 0; k < nasked; k++) {
-        if (asked[k] == tid) {
+        if (asked[k].tid == tid) {
             return true;
         }
     }
     return false;
 }
 
+/* Anonymous pages straight from the kernel (mmap2 where mmap is the old
+ * one-argument call, i386), or NULL. */
+static void *raw_pages(size_t len)
+{
+#ifdef SYS_mmap2
+    long nr = SYS_mmap2;
+#else
+    long nr = SYS_mmap;
+#endif
+    void *p = (void *) syscall(nr, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                               -1, 0);
+    return MAP_FAILED == p ? NULL : p;
+}
+
+/*
+ * Room for one more asked thread.  From the kernel, not malloc: on x86
+ * the list is made while another thread may wait at the patch point
+ * inside malloc, holding its lock (patcher_overwrite_x86_write.c).
+ * asked[] grows only before a round is published, when no handler reads it.
+ */
+static bool room_to_ask(void)
+{
+    if (nasked < cap_asked) {
+        return true;
+    }
+    int cap = cap_asked ? 2 * cap_asked : 256;
+    asked_thread_t *grown = raw_pages(cap * sizeof(*grown));
+    if (NULL == grown) {
+        return false;
+    }
+    if (asked) {
+        memcpy((void *) grown, (void *) asked, nasked * sizeof(*asked));
+        syscall(SYS_munmap, asked, cap_asked * sizeof(*asked));
+    }
+    asked = grown;
+    cap_asked = cap;
+    return true;
+}
+
+/* What list_threads carries through the walk of /proc/self/task. */
+typedef struct listing_t {
+    const mca_patcher_overwrite_round_t *round;
+    pid_t self;
+    bool add, ok;
+} listing_t;
+
+static bool list_one(pid_t tid, void *arg)
+{
+    listing_t *l = arg;
+    if (tid == l->self || was_asked(tid) || asleep_opted_out(tid, l->round)) {
+        return true;
+    }
+    l->ok = l->add && room_to_ask();
+    if (l->ok) {
+        asked[nasked].tid = tid;
+        atomic_store(&asked[nasked].answered, false);
+        nasked++;
+    }
+    return l->ok;
+}
+
 /*
  * The threads to ask (with add: into asked[]; without: only whether one is
  * missing from it).  False if /proc/self/task cannot be read, memory runs
- * out, or (without add) a thread is missing.
+ * out, or (without add) a thread is missing.  Allocates nothing.
  */
 static bool list_threads(const mca_patcher_overwrite_round_t *r, bool add)
 {
-    pid_t self = (pid_t) syscall(SYS_gettid);
-    DIR *dir = opendir("/proc/self/task");
-    bool ok = NULL != dir;
-    struct dirent *de;
-    while (ok && (de = readdir(dir)) != NULL) {
-        pid_t tid = (pid_t) atoi(de->d_name);
-        if (tid <= 0 || tid == self || was_asked(tid) || asleep_opted_out(tid, r)) {
-            continue;
-        }
-        if (!add) {
-            ok = false;
-            break;
-        }
-        if (nasked == cap_asked) {
-            int cap = cap_asked ? 2 * cap_asked : 64;
-            pid_t *t = realloc(asked, cap * sizeof(*t));
-            _Atomic bool *a = t ? realloc((void *) answered, cap * sizeof(*a)) : NULL;
-            asked = t ? t : asked;
-            answered = a ? a : answered;
-            if (!t || !a) {
-                ok = false;
-                break;
-            }
-            cap_asked = cap;
-        }
-        atomic_store(&answered[nasked], false);
-        asked[nasked++] = tid;
-    }
-    if (dir) {
-        closedir(dir);
-    }
-    return ok;
+    listing_t l = {.round = r, .self = (pid_t) syscall(SYS_gettid), .add = add, .ok = true};
+    return opal_proc_foreach_task(list_one, &l) && l.ok;
 }
 
 static bool all_answered(void)
 {
     for (int k = 0; k < nasked; k++) {
-        if (!atomic_load(&answered[k])) {
+        if (!atomic_load(&asked[k].answered)) {
             return false;
         }
     }
     return true;
 }
 
-static bool wait_answers(void)
+static bool wait_answers(long timeout_ns)
 {
     struct timespec start, now, pause = {0, 100000};
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -312,7 +349,7 @@ static bool wait_answers(void)
         nanosleep(&pause, NULL);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >
-            ANSWER_TIMEOUT_NS) {
+            timeout_ns) {
             return false;
         }
     }
@@ -343,11 +380,12 @@ static round_result_t run_once(const mca_patcher_overwrite_round_t *r)
     atomic_store(&current, r);
     for (int k = 0; k < nasked; k++) {
         /* ESRCH: the thread has exited meanwhile, nothing to ask. */
-        if (queue_request(pid, asked[k], request_signal) != 0 && errno == ESRCH) {
-            atomic_store(&answered[k], true);
+        if (queue_request(pid, asked[k].tid, request_signal) != 0 && errno == ESRCH) {
+            atomic_store(&asked[k].answered, true);
         }
     }
-    round_result_t result = !wait_answers()                        ? ROUND_NO_ANSWER
+    long timeout_ns = r->timeout_ns > 0 ? r->timeout_ns : ANSWER_TIMEOUT_NS;
+    round_result_t result = !wait_answers(timeout_ns)              ? ROUND_NO_ANSWER
                             : r->hold && !list_threads(r, false) ? ROUND_NEW_THREADS
                                                                    : ROUND_DONE;
     if (ROUND_DONE != result || !r->hold) {
@@ -398,9 +436,9 @@ void mca_patcher_overwrite_threads_fini(void (*when_quiet)(void))
                                                   "signal handlers stay installed");
         }
     }
-    free(asked);
-    free((void *) answered);
+    if (asked) {
+        syscall(SYS_munmap, asked, cap_asked * sizeof(*asked));
+    }
     asked = NULL;
-    answered = NULL;
     cap_asked = 0;
 }

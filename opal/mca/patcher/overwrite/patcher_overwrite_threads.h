@@ -29,6 +29,8 @@ typedef struct mca_patcher_overwrite_round_t {
     bool restoring;
     /* Keep each thread in the handler until mca_patcher_overwrite_threads_release(). */
     bool hold;
+    /* How long to wait for every answer, in ns (0: 2 s). */
+    long timeout_ns;
 } mca_patcher_overwrite_round_t;
 
 /* Hand a signal that is not ours to whatever handled it before (prev). */

@@ -6,31 +6,51 @@
  * Instruction fetch on another CPU can see a multi-byte change half done,
  * and a thread can be stopped (preempted, or in the kernel) between two
  * displaced instructions.  The rest of the patch must never be executed
- * half written, so one of two protocols is used:
+ * half written, so one of three protocols is used:
  *
  * (a) Single store.  The bytes lie in one aligned 8-byte word and, when
  *     patching, no displaced instruction other than the first begins inside
  *     them: one atomic 8-byte store replaces the first instruction whole.
  *
- * (b) int3 first, otherwise:
- *     1. Store int3 (0xcc) over the first byte; sync cores.  A thread that
- *        reaches the patch point now traps; our SIGTRAP handler sends it on
- *        through the trampoline, which runs the displaced instructions as
- *        they were (so a call made during the write is simply not yet
- *        intercepted, or no longer).
+ * (b) Self-loop first, otherwise, when the instruction now at the patch
+ *     point is 2 bytes or more (our jump, when restoring) and its first
+ *     two bytes lie in one cache line:
+ *     1. Store "jmp ." (EB FE) over the first two bytes in one 2-byte
+ *        store; sync cores.  A thread that reaches the patch point now
+ *        waits there, running nothing of the function, with no signal
+ *        needed (Go and other runtimes call mmap with every signal
+ *        blocked: they cannot take a trap).
  *     2. Patching only, when a displaced instruction begins inside the
  *        bytes to write: a thread may be stopped right there.  Every other
  *        thread runs a round of patcher_overwrite_threads.c, whose handler
  *        moves a PC found at such a boundary to the same instruction's
- *        copy in the trampoline.  Without every answer the patch is
- *        declined.  A thread that will never answer is not asked when it
- *        sleeps at a PC that is none of the boundaries: since step 1 it
- *        can reach them only through the int3.
- *        (Restoring needs no such step: no thread stops inside a jmp.)
- *     3. Store the bytes after the first; sync cores.
- *     4. Store the first byte; sync cores.
- *     A trap taken during 1-4 but delivered after 4 finds the first byte
- *     final: the thread is re-run from the patch point.
+ *        copy in the trampoline.  A thread waiting at the loop with its
+ *        signals blocked cannot answer: after a short wait the first two
+ *        bytes go back to what they were (sync cores), the waiting threads
+ *        run on, and the round is tried again, waiting twice as long each
+ *        time; after about 2 s in all the patch is declined.  A thread
+ *        that will never answer is not asked when it sleeps at a PC that
+ *        is none of the boundaries: since step 1 it can reach them only
+ *        through the loop.  (Restoring needs no such step: no thread
+ *        stops inside a jmp.)
+ *     3. Store the bytes after the first two; sync cores.
+ *     4. Store the first two bytes in one 2-byte store; sync cores.  A
+ *        thread at the loop runs the new first instruction.
+ *     From step 1 to 4 the writer calls nothing that may be patched or
+ *     take a lock (a waiting thread may be inside malloc, holding its
+ *     lock: the round's lists are kernel pages) and blocks its own
+ *     asynchronous signals (a handler of its own entering the function
+ *     would wait at the loop forever).
+ *
+ * (c) int3 first, for a 1-byte first instruction (push %rbx in dlopen):
+ *     as (b) with the one-byte int3 (0xcc) in place of the loop in steps 1
+ *     and 4: a thread that reaches the patch point traps, and our SIGTRAP
+ *     handler sends it on through the trampoline, which runs the displaced
+ *     instructions as they were (so a call made during the write is simply
+ *     not yet intercepted, or no longer).  Without every answer in step 2
+ *     the patch is declined.  A trap taken during 1-4 but delivered after
+ *     4 finds the first byte final: the thread is re-run from the patch
+ *     point.
  *
  * "Sync cores" is membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)
  * where the kernel has it: every running thread of the process executes a
@@ -44,16 +64,17 @@
  *   process has done so, so each step below starts from code that all of
  *   them see as written.
  * - Before a thread has serialized, it may fetch the old or the new bytes.
- *   In (b) every store is one byte (8.1.1: always atomic), and the bytes
- *   after the first change only while every thread already sees the int3
- *   in front of them (synced after step 1), which traps before anything
- *   behind it is used; the first byte changes last, after the rest is
- *   synced.  So a thread runs the old instruction, the int3, or the new
- *   one, nothing mixed.  (a) is one aligned 8-byte store, atomic as a data
- *   access by 8.1.1 (Pentium and later, in 32-bit and 64-bit mode alike);
- *   that an unserialized fetch then sees all old or all new bytes is the
- *   one thing 8.1.3 does not promise, an assumption this path makes on
- *   x86-64 and i386 the same.
+ *   In (b) and (c) the bytes after the head (the loop, the int3) change
+ *   only while every thread already sees the head in front of them
+ *   (synced after step 1), which stops or traps before anything behind it
+ *   is used; the head changes last, after the rest is synced.  So a thread
+ *   runs the old instruction, the head, or the new one, nothing mixed.
+ *   Each store is atomic as a data access by 8.1.1: a byte always; 2 bytes
+ *   within a cache line and an aligned 8-byte word from the P6 family
+ *   (Pentium) on, in 32-bit and 64-bit mode alike.  That an unserialized
+ *   fetch then sees all old or all new bytes of a 2- or 8-byte store is
+ *   the one thing 8.1.3 does not promise, an assumption (a) and (b) make
+ *   on x86-64 and i386 the same (the int3 of (c) does not need it).
  * - 8.1.3's rule applies in IA-32 and Intel 64 alike; the kernel's
  *   membarrier SYNC_CORE is there for 32-bit processes too (x86 has it for
  *   both, and a 32-bit process on a 64-bit kernel makes the same call).
@@ -68,12 +89,14 @@
  * trap finds its int3 gone and re-runs the instruction.  If a thread does
  * not answer (and is not one that never will, asleep in a system call,
  * where no trap of ours can be pending), the handlers stay.
- * Limits: a thread that blocks SIGTRAP and reaches the int3 is killed by
- * the kernel; under a debugger the int3 stops the program (continue passes
- * it to us); a thread blocking the move signal makes step 2 time out
- * (decline), unless it has opted out of signals and sleeps; only the
- * innermost PC of a thread is seen, not one saved by a signal handler it
- * is running (as with an answer).
+ * Limits: a thread that blocks SIGTRAP and reaches an int3 of (c) is
+ * killed by the kernel; under a debugger that int3 stops the program
+ * (continue passes it to us); a thread blocking the move signal makes
+ * step 2 decline, unless it has opted out of signals and sleeps; a thread
+ * of higher real-time priority waiting at the loop on the writer's only
+ * CPU keeps the writer from running; only the innermost PC of a thread is
+ * seen, not one saved by a signal handler it is running (as with an
+ * answer).
  */
 #include "opal_config.h"
 
@@ -81,8 +104,10 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -189,6 +214,128 @@ static void store_byte(uintptr_t at, unsigned char v)
     __atomic_store_n((unsigned char *) at, v, __ATOMIC_RELEASE);
 }
 
+/* One 2-byte store, at any alignment (in asm: C would call it misaligned). */
+static void store_pair(uintptr_t at, const unsigned char *v)
+{
+    uint16_t pair;
+    memcpy(&pair, v, sizeof(pair));
+    atomic_thread_fence(memory_order_release);
+    __asm__ volatile("movw %w1, (%0)" : : "r"(at), "r"(pair) : "memory");
+}
+
+/* Bytes of the instruction now at the patch point: the first displaced
+ * one when patching, our entry jump when restoring. */
+static size_t head_insn_len(const mca_patcher_overwrite_write_t *w)
+{
+    const mca_patcher_overwrite_reloc_t *r = w->reloc;
+    return NULL == r ? w->len : r->insns > 1 ? r->insn_offset[1] : r->window;
+}
+
+/* Step 3 and 4: the bytes behind the head, then the head (head_len bytes). */
+static void write_behind_head(const mca_patcher_overwrite_write_t *w, size_t head_len)
+{
+    for (size_t k = head_len; k < w->len; k++) { /* 3 */
+        store_byte(w->addr + k, w->bytes[k]);
+    }
+    sync_cores();
+    if (2 == head_len) { /* 4 */
+        store_pair(w->addr, w->bytes);
+    } else {
+        store_byte(w->addr, w->bytes[0]);
+    }
+    sync_cores();
+}
+
+static const char no_answer[] = "a thread did not answer the signal (SIGRTMAX, or a little below "
+                                "under qemu-user) that moves it off the bytes to patch (signal "
+                                "blocked?)";
+
+/* A round's wait for answers: 10 ms first, doubling up to 160 ms (a slow
+ * emulator's rounds); 2 s of waiting in all.  Short waits and many tries:
+ * a thread held at the loop with its signals blocked fails a round only
+ * at the times it blocks them, and leaves when the head is put back. */
+#define LOOP_FIRST_WAIT_NS 10000000L
+#define LOOP_MAX_WAIT_NS   160000000L
+#define LOOP_GIVE_UP_NS    2000000000L
+
+/* (b) self-loop first. */
+static void loop_write(mca_patcher_overwrite_write_t *w, bool inner_boundary)
+{
+    static const unsigned char self_loop[2] = {0xeb, 0xfe}; /* jmp . */
+    const struct timespec let_them_run = {0, 2000000};
+    unsigned char head[2];
+    memcpy(head, (const void *) w->addr, sizeof(head));
+    if (inner_boundary && mca_patcher_overwrite_threads_init() != 0) {
+        w->rc = OPAL_ERR_OUT_OF_RESOURCE;
+        w->reason = "cannot install the signal handler that moves threads during the code write";
+        return;
+    }
+
+    sigset_t async, old;
+    sigfillset(&async);
+    sigdelset(&async, SIGSEGV); /* faults stay deliverable (blocked, they kill) */
+    sigdelset(&async, SIGBUS);
+    sigdelset(&async, SIGILL);
+    sigdelset(&async, SIGFPE);
+    sigdelset(&async, SIGTRAP);
+    pthread_sigmask(SIG_BLOCK, &async, &old);
+
+    mca_patcher_overwrite_round_t move = {.addr = w->addr,
+                                          .len = w->len,
+                                          .tramp = w->tramp,
+                                          .hop = w->hop,
+                                          .reloc = w->reloc,
+                                          .timeout_ns = LOOP_FIRST_WAIT_NS};
+    store_pair(w->addr, self_loop); /* 1 */
+    sync_cores();
+    for (long waited = 0; inner_boundary && !mca_patcher_overwrite_threads_run(&move);) { /* 2 */
+        store_pair(w->addr, head); /* let a thread at the loop go on */
+        sync_cores();
+        waited += move.timeout_ns;
+        if (waited >= LOOP_GIVE_UP_NS) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            w->rc = OPAL_ERR_NOT_SUPPORTED;
+            w->reason = no_answer;
+            return;
+        }
+        nanosleep(&let_them_run, NULL);
+        move.timeout_ns = move.timeout_ns < LOOP_MAX_WAIT_NS / 2 ? 2 * move.timeout_ns
+                                                                 : LOOP_MAX_WAIT_NS;
+        store_pair(w->addr, self_loop);
+        sync_cores();
+    }
+    write_behind_head(w, 2); /* 3, 4 */
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* (c) int3 first. */
+static void int3_write(mca_patcher_overwrite_write_t *w, bool inner_boundary)
+{
+    trap_point_t *p = point_for(w->addr);
+    if (install_trap_handler() != 0) {
+        w->rc = OPAL_ERR_OUT_OF_RESOURCE;
+        w->reason = "cannot install the signal handlers that guard the code write";
+        return;
+    }
+    atomic_store(&p->tramp, w->tramp);
+    unsigned char first = *(volatile unsigned char *) w->addr;
+
+    store_byte(w->addr, INT3); /* 1 */
+    sync_cores();
+    const mca_patcher_overwrite_round_t move = {
+        .addr = w->addr, .len = w->len, .tramp = w->tramp, .hop = w->hop, .reloc = w->reloc};
+    if (inner_boundary && !mca_patcher_overwrite_threads_run(&move)) { /* 2 */
+        store_byte(w->addr, first);
+        sync_cores();
+        w->rc = OPAL_ERR_NOT_SUPPORTED;
+        w->reason = no_answer;
+        return;
+    }
+    write_behind_head(w, 1); /* 3, 4 */
+}
+
+#define CACHE_LINE 64 /* every x86 processor with SSE2 and later */
+
 void mca_patcher_overwrite_x86_code_write(mca_patcher_overwrite_write_t *w)
 {
     const mca_patcher_overwrite_reloc_t *r = w->reloc;
@@ -208,35 +355,11 @@ void mca_patcher_overwrite_x86_code_write(mca_patcher_overwrite_write_t *w)
         sync_cores();
         return;
     }
-
-    /* (b) int3 first */
-    trap_point_t *p = point_for(w->addr);
-    if (install_trap_handler() != 0) {
-        w->rc = OPAL_ERR_OUT_OF_RESOURCE;
-        w->reason = "cannot install the signal handlers that guard the code write";
-        return;
+    if (head_insn_len(w) >= 2 && CACHE_LINE - 1 != (w->addr & (CACHE_LINE - 1))) {
+        loop_write(w, inner_boundary); /* (b) */
+    } else {
+        int3_write(w, inner_boundary); /* (c) */
     }
-    atomic_store(&p->tramp, w->tramp);
-    unsigned char first = *(volatile unsigned char *) w->addr;
-
-    store_byte(w->addr, INT3); /* 1 */
-    sync_cores();
-    const mca_patcher_overwrite_round_t move = {
-        .addr = w->addr, .len = w->len, .tramp = w->tramp, .hop = w->hop, .reloc = r};
-    if (inner_boundary && !mca_patcher_overwrite_threads_run(&move)) { /* 2 */
-        store_byte(w->addr, first);
-        sync_cores();
-        w->rc = OPAL_ERR_NOT_SUPPORTED;
-        w->reason = "a thread did not answer the signal (SIGRTMAX, or a little below under "
-                    "qemu-user) that moves it off the bytes to patch (signal blocked?)";
-        return;
-    }
-    for (size_t k = 1; k < w->len; k++) { /* 3 */
-        store_byte(w->addr + k, w->bytes[k]);
-    }
-    sync_cores();
-    store_byte(w->addr, w->bytes[0]); /* 4 */
-    sync_cores();
 }
 
 /* Every thread has answered the fini round: no trap of ours can be pending. */

@@ -1,19 +1,19 @@
 /*
- * The patcher's fini after code writes with the int3 protocol, which
- * installs our SIGTRAP and move (SIGRTMAX, a little below under qemu-user)
- * handlers.
+ * The patcher's fini after code writes that install our move (SIGRTMAX,
+ * a little below under qemu-user) handler and, on x86's int3 protocol,
+ * our SIGTRAP handler.
  *
- * - One thread: fini puts the old SIGTRAP disposition back, and a DSO
- *   component is unloaded when the framework closes (not under qemu-user,
- *   whose own thread is another thread to the process).
- * - Another thread running: the old disposition is back too, but the
+ * - One thread: fini puts the old dispositions back, and a DSO component
+ *   is unloaded when the framework closes (not under qemu-user, whose own
+ *   thread is another thread to the process).
+ * - Another thread running: the old dispositions are back too, but the
  *   handlers' code stays mapped: that thread may still be returning from
  *   the move handler it ran for fini.
  * - A thread that blocks the move signal: a patch that needs threads moved
  *   off its bytes declines (the thread cannot answer); fini cannot make
- *   sure that no trap is in flight, so the trap handler stays installed,
- *   and its code stays mapped.  Once every thread answers again, the next
- *   fini puts the old SIGTRAP disposition back.
+ *   sure that no request or trap is in flight, so the handlers stay
+ *   installed, and their code stays mapped.  Once every thread answers
+ *   again, the next fini puts the old dispositions back.
  *
  * The trap handler keeps the patch points it knows for the life of the
  * process (a late trap must find its point): more points than it keeps
@@ -71,14 +71,21 @@ static long seven(long x)
 
 #define MANY_POINTS 300
 
+/* x86: a target its write guards with an int3; elsewhere any target. */
+#ifdef OVERWRITE_TEST_TRAP_FN
+#    define MANY_FN OVERWRITE_TEST_TRAP_FN
+#else
+#    define MANY_FN test_fn_plus42
+#endif
+
 static void many_points(mca_patcher_base_module_t *mod)
 {
     code_page_t cp;
     code_page_init(&cp);
     unsigned char *fns[MANY_POINTS];
     for (int i = 0; i < MANY_POINTS; i++) {
-        /* Misaligned: the jump straddles an 8-byte word (the int3 protocol). */
-        fns[i] = code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 5);
+        /* Misaligned: the jump straddles an 8-byte word (no single store). */
+        fns[i] = code_page_add(&cp, MANY_FN, sizeof(MANY_FN), 5);
     }
     code_page_seal(&cp);
     int patched = 0, intercepted = 0, restored = 0;
@@ -92,15 +99,26 @@ static void many_points(mca_patcher_base_module_t *mod)
         restored += 43 == ((long (*)(long)) fns[i])(1);
     }
     CHECK_MSG(MANY_POINTS == patched && MANY_POINTS == intercepted && MANY_POINTS == restored,
-              "%d int3-protocol points: %d patched, %d intercepted, %d restored", MANY_POINTS,
-              patched, intercepted, restored);
+              "%d points: %d patched, %d intercepted, %d restored", MANY_POINTS, patched,
+              intercepted, restored);
 }
 
-static void *trap_handler_now(void)
+static void *handler_of(int sig)
 {
     struct sigaction sa;
-    sigaction(SIGTRAP, NULL, &sa);
+    sigaction(sig, NULL, &sa);
     return (sa.sa_flags & SA_SIGINFO) ? (void *) sa.sa_sigaction : (void *) sa.sa_handler;
+}
+
+/* The move signal's handler where one is installed (SIG_DFL otherwise). */
+static void *move_handler_now(void)
+{
+    for (int k = 0; k < 3; k++) {
+        if (SIG_DFL != handler_of(SIGRTMAX - k)) {
+            return handler_of(SIGRTMAX - k);
+        }
+    }
+    return SIG_DFL;
 }
 
 /* Whether the code at addr is in a loaded object. */
@@ -118,15 +136,33 @@ static bool in_component_dso(void *addr)
            NULL != strstr(info.dli_fname, "mca_patcher_overwrite");
 }
 
+/* Targets that need every other thread moved off their bytes. */
+static unsigned char *mmap_like_fn, *trap_fn;
+
+/* Patch them: how many patches succeeded. */
+static int patch_movers(mca_patcher_base_module_t *mod)
+{
+    uintptr_t chain = 0;
+    int ok = OPAL_SUCCESS == mod->patch_address_chain((uintptr_t) mmap_like_fn,
+                                                      (uintptr_t) intercept, &chain);
+    if (trap_fn) {
+        ok += OPAL_SUCCESS == mod->patch_address_chain((uintptr_t) trap_fn, (uintptr_t) intercept,
+                                                       &chain);
+    }
+    return ok;
+}
+
 int main(void)
 {
     /* One thread. */
     mca_patcher_base_module_t *mod = overwrite_test_setup();
     many_points(mod);
-    void *handler = trap_handler_now();
+    void *handler = move_handler_now();
     bool dso = in_component_dso(handler);
+    CHECK_MSG(SIG_DFL != handler, "no move signal handler installed by the code writes");
     opal_finalize_util();
-    CHECK_MSG(SIG_DFL == trap_handler_now(), "the old SIGTRAP disposition is not back after fini");
+    CHECK_MSG(SIG_DFL == handler_of(SIGTRAP) && SIG_DFL == move_handler_now(),
+              "the old SIGTRAP or move signal disposition is not back after fini");
     if (test_emulated()) {
         printf("note: emulated, the emulator's own thread keeps the DSO loaded\n");
     } else {
@@ -136,22 +172,28 @@ int main(void)
 
     code_page_t cp;
     code_page_init(&cp);
-    unsigned char *fn = code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
+    mmap_like_fn = code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
+#ifdef OVERWRITE_TEST_TRAP_FN
+    trap_fn = code_page_add(&cp, OVERWRITE_TEST_TRAP_FN, sizeof(OVERWRITE_TEST_TRAP_FN), 0);
+#endif
     code_page_seal(&cp);
-    uintptr_t chain = 0;
+    int movers = trap_fn ? 2 : 1;
 
     /* Another thread, answering. */
     pthread_t t;
     pthread_create(&t, NULL, idler, NULL);
     mod = overwrite_test_setup();
-    CHECK(OPAL_SUCCESS == mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain));
-    handler = trap_handler_now();
+    CHECK(movers == patch_movers(mod));
+    handler = move_handler_now();
+    void *trap = handler_of(SIGTRAP);
     opal_finalize_util();
-    CHECK_MSG(SIG_DFL == trap_handler_now(),
-              "the old SIGTRAP disposition is not back after fini with an answering thread");
-    CHECK_MSG(mapped(handler), "after fini with another thread running, the signal handlers' code "
-                               "(%p) is unmapped: that thread may still be returning through it",
-              handler);
+    CHECK_MSG(SIG_DFL == handler_of(SIGTRAP) && SIG_DFL == move_handler_now(),
+              "the old SIGTRAP or move signal disposition is not back after fini with an "
+              "answering thread");
+    CHECK_MSG(mapped(handler) && (!trap_fn || mapped(trap)),
+              "after fini with another thread running, the signal handlers' code (%p, %p) is "
+              "unmapped: that thread may still be returning through it",
+              handler, trap);
     atomic_store(&stop_idler, true);
     pthread_join(t, NULL);
 
@@ -162,20 +204,24 @@ int main(void)
         usleep(1000);
     }
     mod = overwrite_test_setup();
-    CHECK_MSG(OPAL_SUCCESS !=
-                  mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain),
+    CHECK_MSG(0 == patch_movers(mod),
               "a patch that needs every thread moved succeeded while one blocks the move signal");
     opal_finalize_util();
-    handler = trap_handler_now();
+    handler = move_handler_now();
     CHECK_MSG(SIG_DFL != handler && SIG_IGN != handler && mapped(handler),
-              "after fini with a thread not answering, the SIGTRAP handler %p is not in mapped code",
-              handler);
+              "after fini with a thread not answering, the move signal handler %p is not in "
+              "mapped code", handler);
+    trap = handler_of(SIGTRAP);
+    CHECK_MSG(!trap_fn || (SIG_DFL != trap && SIG_IGN != trap && mapped(trap)),
+              "after fini with a thread not answering, the SIGTRAP handler %p is not in mapped "
+              "code", trap);
 
     atomic_store(&release_blocker, true);
     pthread_join(t, NULL);
     mod = overwrite_test_setup();
-    CHECK(OPAL_SUCCESS == mod->patch_address_chain((uintptr_t) fn, (uintptr_t) intercept, &chain));
+    CHECK(movers == patch_movers(mod));
     opal_finalize_util();
-    CHECK_MSG(SIG_DFL == trap_handler_now(), "the old SIGTRAP disposition is not back after a clean fini");
+    CHECK_MSG(SIG_DFL == handler_of(SIGTRAP) && SIG_DFL == move_handler_now(),
+              "the old SIGTRAP or move signal disposition is not back after a clean fini");
     return test_finish("overwrite_fini_test");
 }

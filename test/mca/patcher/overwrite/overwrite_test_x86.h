@@ -24,6 +24,14 @@ static const unsigned char test_fn_mmap_like[] = {
     0x48, 0x8d, 0x47, 0x02,                   /* lea 2(%rdi),%rax */
     0xc3,                                     /* ret */
 };
+/* x + 42 behind a 1-byte first instruction, as dlopen begins: the x86
+ * write guards it with an int3 (its self-loop needs 2 bytes). */
+static const unsigned char test_fn_push_first[] = {
+    0x53,             /* push %rbx */
+    0x8d, 0x47, 0x2a, /* lea 42(%rdi),%eax */
+    0x5b,             /* pop %rbx */
+    0xc3,             /* ret */
+};
 #else
 /* The same for i386 (cdecl: the arguments at 4(%esp), 8(%esp), ... -> eax). */
 static const unsigned char test_fn_plus42[] = {
@@ -43,6 +51,20 @@ static const unsigned char test_fn_mmap_like[] = {
     0x83, 0xc0, 0x02,                               /* add $2,%eax */
     0xc3,                                           /* ret */
 };
+static const unsigned char test_fn_push_first[] = {
+    /* x + 42 behind a 1-byte first instruction */
+    0x53,                   /* push %ebx */
+    0x8b, 0x44, 0x24, 0x08, /* mov 8(%esp),%eax */
+    0x83, 0xc0, 0x2a,       /* add $42,%eax */
+    0x5b,                   /* pop %ebx */
+    0xc3,                   /* ret */
+};
 #endif
+/* Where the instruction at the patch point is 2 bytes or more, the x86
+ * write needs no signal from a thread that runs into it: one that blocks
+ * every signal is not in the way (overwrite_blocked_test). */
+#define OVERWRITE_TEST_WRITE_PAST_BLOCKED 1
+/* The int3 protocol's SIGTRAP handler is there to test (overwrite_fini_test). */
+#define OVERWRITE_TEST_TRAP_FN test_fn_push_first
 
 #endif
