@@ -179,7 +179,12 @@ int mca_patcher_overwrite_threads_init(void)
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    /* SA_ONSTACK: on a thread with an alternate signal stack, run there.
+     * Go's threads run goroutines on small stacks with no room for a
+     * signal frame and keep an alternate stack for signals (Go's cgo rule:
+     * a handler installed by non-Go code must use SA_ONSTACK); without one
+     * it means nothing. */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     sa.sa_sigaction = request_handler;
     if (0 == request_signal || sigaction(request_signal, &sa, &prev_request) != 0) {
@@ -401,6 +406,35 @@ bool mca_patcher_overwrite_threads_run(const mca_patcher_overwrite_round_t *roun
         result = run_once(round);
     }
     return ROUND_DONE == result;
+}
+
+/* A patient run's waits: 10 ms first, doubling up to 160 ms (a slow
+ * emulator's rounds), about 2 s of waiting in all. */
+#define PATIENT_FIRST_WAIT_NS 10000000L
+#define PATIENT_MAX_WAIT_NS   160000000L
+#define PATIENT_GIVE_UP_NS    2000000000L
+
+bool mca_patcher_overwrite_threads_run_patiently(mca_patcher_overwrite_round_t *round,
+                                                 void (*set_aside)(void *arg, bool aside),
+                                                 void *arg)
+{
+    const struct timespec let_them_run = {0, 2000000};
+    round->timeout_ns = PATIENT_FIRST_WAIT_NS;
+    for (long waited = 0; !mca_patcher_overwrite_threads_run(round); waited += round->timeout_ns) {
+        if (waited + round->timeout_ns >= PATIENT_GIVE_UP_NS) {
+            return false;
+        }
+        if (set_aside) {
+            set_aside(arg, true);
+        }
+        nanosleep(&let_them_run, NULL);
+        if (set_aside) {
+            set_aside(arg, false);
+        }
+        round->timeout_ns = round->timeout_ns < PATIENT_MAX_WAIT_NS / 2 ? 2 * round->timeout_ns
+                                                                        : PATIENT_MAX_WAIT_NS;
+    }
+    return true;
 }
 
 void mca_patcher_overwrite_threads_release(void)

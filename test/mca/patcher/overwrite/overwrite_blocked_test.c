@@ -1,7 +1,7 @@
 /*
  * Patching and restoring while a thread that blocks signals calls the
  * function.  Go's runtime and others call mmap with every signal blocked;
- * a thread that meets an int3 then is killed by the kernel.
+ * a thread that met a trap (int3) there would be killed by the kernel.
  *
  * - A thread with every signal blocked for good calls a target whose
  *   patch needs no thread moved (its jump straddles an 8-byte word: no
@@ -12,7 +12,9 @@
  *   right value and the process lives.
  * - A thread that blocks every signal around one call in 4096 calls a target
  *   whose patch moves threads: every patch succeeds (an answer that comes
- *   late is waited for, or the write retried).
+ *   late is waited for, or the write retried).  On x86 the same with a
+ *   target whose first instruction is one byte (push, as glibc's i386
+ *   mmap begins), whose write holds every other thread first.
  */
 #include "opal_config.h"
 
@@ -118,6 +120,10 @@ int main(void)
     /* Misaligned by 5: the jump's bytes straddle an 8-byte word. */
     fn6_t straddling = (fn6_t) code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 5);
     fn6_t mover = (fn6_t) code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
+#ifdef OVERWRITE_TEST_HOLD_FN
+    fn6_t hold = (fn6_t) code_page_add(&cp, OVERWRITE_TEST_HOLD_FN, sizeof(OVERWRITE_TEST_HOLD_FN),
+                                       0);
+#endif
     code_page_seal(&cp);
     int declined;
 
@@ -145,6 +151,16 @@ int main(void)
     CHECK_MSG(rounds == ok, "%d of %d patches succeeded with a thread that blocks every signal "
                             "now and then calling the function (%d declined)",
               ok, rounds, declined);
+#ifdef OVERWRITE_TEST_HOLD_FN
+    target = hold;
+    expected = plus42;
+    ok = patch_while(patcher, blocked_now_and_then, rounds, &declined);
+    CHECK_MSG(rounds == ok,
+              "%d of %d patches with every other thread held succeeded with a "
+              "thread that blocks every signal now and then calling the function "
+              "(%d declined)",
+              ok, rounds, declined);
+#endif
     printf("%ld calls, %ld intercepted, %ld wrong; then %ld calls, %ld intercepted\n", calls1,
            hits1, (long) wrong, (long) calls - calls1, (long) hits - hits1);
     CHECK_MSG(0 == wrong, "%ld calls returned a wrong value", (long) wrong);
