@@ -111,6 +111,8 @@ static int decline(const char *symbol, uintptr_t func, const char *why)
 static int build_page(unsigned char *buf, uintptr_t mem, uintptr_t at, uintptr_t intercept,
                       mca_patcher_overwrite_reloc_t *reloc, char *why, size_t why_size)
 {
+    /* Zeros between the hop and the trampoline: a page to adopt is compared byte for byte. */
+    memset(buf, 0, TRAMP_OFFSET);
     memcpy(buf, MAGIC, 8);
     memcpy(buf + 8, &at, sizeof(at));
     arch()->hop(buf + HOP_OFFSET, mem + HOP_OFFSET, intercept, at);
@@ -192,6 +194,9 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
             free(t);
             return decline(symbol, func, why);
         }
+        /* What every processor fetches from the new page must be what was
+         * written (the architecture's rules: see its file; nothing on x86). */
+        __builtin___clear_cache((char *) mem, (char *) mem + TRAMP_OFFSET + t->reloc.tramp_len);
         if (0 != mprotect(mem, page, PROT_READ | PROT_EXEC)) {
             munmap(mem, page);
             free(t);
