@@ -44,7 +44,8 @@
  *
  * Why the code write holds every other thread
  * (patcher_overwrite_stopped_write.c), by the Arm ARM (DDI 0487):
- * - "Concurrent modification and execution of instructions" (B2.2.5):
+ * - "Concurrent modification and execution of instructions" (B2.2.5 in
+ *   recent issues):
  *   another PE executing an instruction while it is modified may do
  *   anything that some sequence of instructions at that exception level
  *   could do, except when the old AND the new instruction are each one of
@@ -64,15 +65,17 @@
  *   invalidated from the I-cache to the PoU, each complete for the
  *   shareability domain (CTR_EL0.IDC/DIC waive the first/second), and a
  *   PE runs the new instruction after a context synchronization event.
- *   __builtin___clear_cache expands, with GCC 12's libgcc, to
- *   __aarch64_sync_cache_range: it reads CTR_EL0, does DC CVAU per D-cache
+ *   __builtin___clear_cache is a call of libgcc's __clear_cache, on aarch64
+ *   __aarch64_sync_cache_range (GCC 12, read from its disassembly): it
+ *   reads CTR_EL0, does DC CVAU per D-cache
  *   line (skipped if IDC), DSB ISH, IC IVAU per I-cache line and DSB ISH
  *   (both skipped if DIC), then ISB: the manual's sequence, with the
  *   invalidation broadcast to the Inner Shareable domain.  The writer's
  *   ISB synchronizes the writer; every held thread leaves the handler
  *   through the kernel (futex wake, rt_sigreturn: exception returns,
- *   context synchronization events), after the writer's DSB ISH, so none
- *   runs an instruction it fetched before the write.  The hop and
+ *   context synchronization events while SCTLR_EL1.EOS is set, RES1 before
+ *   FEAT_ExS and set by Linux), after the writer's DSB ISH, so none runs
+ *   an instruction it fetched before the write.  The hop and
  *   trampoline page gets the same maintenance before it becomes
  *   executable (patcher_overwrite_module.c).
  * qemu-user translates code anew after a write, with or without these
