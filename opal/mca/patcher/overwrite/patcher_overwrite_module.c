@@ -71,33 +71,49 @@ static bool near(uintptr_t a, uintptr_t b, size_t slack)
     return d + slack < arch()->reach;
 }
 
+/* A private page at hint, or wherever the kernel puts it if that is within reach of target. */
+static unsigned char *page_near(uintptr_t hint, uintptr_t target, size_t page)
+{
+    void *p = mmap((void *) hint, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        return NULL;
+    }
+    if (near((uintptr_t) p, target, 2 * page)) {
+        return p;
+    }
+    munmap(p, page);
+    return NULL;
+}
+
 /*
- * A private page within reach of target: try hints at growing distances
- * below and above it (the kernel takes a free hint as is), in steps of a
- * 128th of the reach (16 MiB for +-2 GiB), sparser beyond half of it.
+ * A private page within reach of target.  First two pages after the last
+ * one made (one page apart, so that each stays a mapping of its own, which
+ * adoption reads): the hints below give at most a few hundred distinct
+ * pages where the kernel puts a taken hint out of reach (qemu-user does; so
+ * does a kernel for a target far from its mmap area, with aarch64's +-128
+ * MiB).  Then hints at growing distances below and above it (the kernel
+ * takes a free hint as is), in steps of a 128th of the reach (16 MiB for
+ * +-2 GiB), sparser beyond half of it.
  */
 static unsigned char *alloc_near(uintptr_t target, size_t page)
 {
+    static uintptr_t last; /* under overwrite_lock */
     const uintptr_t reach = arch()->reach;
     const uintptr_t step = (reach >> 7) > page ? (reach >> 7) & ~(uintptr_t) (page - 1) : page;
-    for (uintptr_t d = step; d < reach; d += d < 64 * step ? step : 16 * step) {
-        for (int dir = -1; dir <= 1; dir += 2) {
+    unsigned char *p = last ? page_near(last + 2 * page, target, page) : NULL;
+    for (uintptr_t d = step; NULL == p && d < reach; d += d < 64 * step ? step : 16 * step) {
+        for (int dir = -1; NULL == p && dir <= 1; dir += 2) {
             uintptr_t hint = (dir < 0 ? target - d : target + d) & ~(page - 1);
             if ((dir < 0 && target < d) || hint == 0) {
                 continue;
             }
-            void *p = mmap((void *) hint, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                           -1, 0);
-            if (p == MAP_FAILED) {
-                continue;
-            }
-            if (near((uintptr_t) p, target, 2 * page)) {
-                return p;
-            }
-            munmap(p, page);
+            p = page_near(hint, target, page);
         }
     }
-    return NULL;
+    if (p) {
+        last = (uintptr_t) p;
+    }
+    return p;
 }
 
 static int decline(const char *symbol, uintptr_t func, const char *why)
@@ -111,6 +127,8 @@ static int decline(const char *symbol, uintptr_t func, const char *why)
 static int build_page(unsigned char *buf, uintptr_t mem, uintptr_t at, uintptr_t intercept,
                       mca_patcher_overwrite_reloc_t *reloc, char *why, size_t why_size)
 {
+    /* Zeros between the hop and the trampoline: a page to adopt is compared byte for byte. */
+    memset(buf, 0, TRAMP_OFFSET);
     memcpy(buf, MAGIC, 8);
     memcpy(buf + 8, &at, sizeof(at));
     arch()->hop(buf + HOP_OFFSET, mem + HOP_OFFSET, intercept, at);
@@ -192,6 +210,9 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
             free(t);
             return decline(symbol, func, why);
         }
+        /* What every processor fetches from the new page must be what was
+         * written (the architecture's rules: see its file; nothing on x86). */
+        __builtin___clear_cache((char *) mem, (char *) mem + TRAMP_OFFSET + t->reloc.tramp_len);
         if (0 != mprotect(mem, page, PROT_READ | PROT_EXEC)) {
             munmap(mem, page);
             free(t);

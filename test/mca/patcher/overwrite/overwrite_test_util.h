@@ -51,6 +51,12 @@ static inline mca_patcher_base_module_t *overwrite_test_setup(void)
  */
 #if defined(__x86_64__) || defined(__i386__)
 #    include "test/mca/patcher/overwrite/overwrite_test_x86.h"
+#elif defined(__aarch64__)
+#    include "test/mca/patcher/overwrite/overwrite_test_aarch64.h"
+#endif
+/* Instructions begin at multiples of this (a 'misalign' is rounded down to it). */
+#ifndef OVERWRITE_TEST_INSN_ALIGN
+#    define OVERWRITE_TEST_INSN_ALIGN 1
 #endif
 
 /* A page of hand-assembled code: write while RW, then make it RX. */
@@ -77,11 +83,14 @@ static inline unsigned char *code_page_next(const code_page_t *cp, size_t misali
     return cp->base + ((cp->used + 15) & ~(size_t) 15) + misalign;
 }
 
-/* Place bytes at the next 16-byte aligned spot (plus 'misalign'); returns their address. */
+/*
+ * Place bytes at the next 16-byte aligned spot plus 'misalign' (as far as
+ * the architecture's instructions can be misaligned); returns their address.
+ */
 static inline unsigned char *code_page_add(code_page_t *cp, const void *bytes, size_t len,
                                            size_t misalign)
 {
-    unsigned char *at = code_page_next(cp, misalign);
+    unsigned char *at = code_page_next(cp, misalign & ~(size_t) (OVERWRITE_TEST_INSN_ALIGN - 1));
     cp->used = (size_t) (at - cp->base);
     memcpy(at, bytes, len);
     cp->used += len;
