@@ -33,6 +33,7 @@
 #include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_icache.h"
 #include "opal/util/output.h"
 #include "opal/util/proc_maps.h"
 #include "opal/util/valgrind.h"
@@ -192,6 +193,8 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
             free(t);
             return decline(symbol, func, why);
         }
+        /* What the processors fetch from it must be what was written (Power, Arm). */
+        mca_patcher_overwrite_icache_sync((uintptr_t) mem, TRAMP_OFFSET + t->reloc.tramp_len);
         if (0 != mprotect(mem, page, PROT_READ | PROT_EXEC)) {
             munmap(mem, page);
             free(t);

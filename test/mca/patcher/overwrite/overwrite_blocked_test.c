@@ -115,8 +115,9 @@ int main(void)
     mca_patcher_base_module_t *patcher = overwrite_test_setup();
     code_page_t cp;
     code_page_init(&cp);
-    /* Misaligned by 5: the jump's bytes straddle an 8-byte word. */
-    fn6_t straddling = (fn6_t) code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 5);
+    /* Misaligned (x86: the jump's bytes straddle an 8-byte word). */
+    fn6_t straddling = (fn6_t) code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42),
+                                             OVERWRITE_TEST_MISALIGN);
     fn6_t mover = (fn6_t) code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
     code_page_seal(&cp);
     int declined;

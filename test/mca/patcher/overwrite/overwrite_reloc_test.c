@@ -130,6 +130,8 @@ static void check_decline(const char *name, void *f, const char *says)
 /* The architecture's own cases: reloc_arch_cases(cp, base). */
 #if defined(__x86_64__) || defined(__i386__)
 #    include "test/mca/patcher/overwrite/overwrite_reloc_x86.h"
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
+#    include "test/mca/patcher/overwrite/overwrite_reloc_ppc64le.h"
 #endif
 
 /*
