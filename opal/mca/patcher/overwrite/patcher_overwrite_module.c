@@ -72,33 +72,73 @@ static bool near(uintptr_t a, uintptr_t b, size_t slack)
     return d + slack < arch()->reach;
 }
 
+/* A private page at hint if the kernel puts it within reach of target, or NULL. */
+static unsigned char *map_near(uintptr_t hint, uintptr_t target, size_t page)
+{
+    void *p = mmap((void *) hint, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        return NULL;
+    }
+    if (near((uintptr_t) p, target, 2 * page)) {
+        return p;
+    }
+    munmap(p, page);
+    return NULL;
+}
+
+/* Free gaps within reach of a target (/proc/self/maps): the page of each nearest to it. */
+#define GAP_HINTS 64
+typedef struct gap_ctx_t {
+    uintptr_t target, page, prev_end;
+    uintptr_t hint[GAP_HINTS];
+    int n;
+} gap_ctx_t;
+
+static bool gap_visit(const opal_proc_maps_entry_t *e, void *arg)
+{
+    gap_ctx_t *c = arg;
+    if (e->start >= c->prev_end + c->page) {
+        const uintptr_t lo = c->prev_end, hi = e->start - c->page;
+        const uintptr_t h = c->target < lo ? lo : c->target > hi ? hi : c->target & ~(c->page - 1);
+        if (near(h, c->target, 2 * c->page)) {
+            c->hint[c->n++] = h;
+        }
+    }
+    c->prev_end = e->end > c->prev_end ? e->end : c->prev_end;
+    return c->n < GAP_HINTS && e->end < c->target + arch()->reach;
+}
+
 /*
  * A private page within reach of target: try hints at growing distances
  * below and above it (the kernel takes a free hint as is), in steps of a
  * 128th of the reach (16 MiB for +-2 GiB), sparser beyond half of it.
+ * Those are some 130 places: where the reach is short (+-32 MiB for
+ * ppc64le's b) they may all be taken by earlier trampolines while pages
+ * are free between them, so then each free gap in reach is tried, at its
+ * page nearest to target.
  */
 static unsigned char *alloc_near(uintptr_t target, size_t page)
 {
     const uintptr_t reach = arch()->reach;
     const uintptr_t step = (reach >> 7) > page ? (reach >> 7) & ~(uintptr_t) (page - 1) : page;
-    for (uintptr_t d = step; d < reach; d += d < 64 * step ? step : 16 * step) {
-        for (int dir = -1; dir <= 1; dir += 2) {
+    unsigned char *p = NULL;
+    for (uintptr_t d = step; d < reach && NULL == p; d += d < 64 * step ? step : 16 * step) {
+        for (int dir = -1; dir <= 1 && NULL == p; dir += 2) {
             uintptr_t hint = (dir < 0 ? target - d : target + d) & ~(page - 1);
             if ((dir < 0 && target < d) || hint == 0) {
                 continue;
             }
-            void *p = mmap((void *) hint, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                           -1, 0);
-            if (p == MAP_FAILED) {
-                continue;
-            }
-            if (near((uintptr_t) p, target, 2 * page)) {
-                return p;
-            }
-            munmap(p, page);
+            p = map_near(hint, target, page);
         }
     }
-    return NULL;
+    gap_ctx_t gaps = {.target = target, .page = page, .prev_end = page};
+    if (NULL == p) {
+        opal_proc_maps_foreach(gap_visit, &gaps);
+    }
+    for (int i = 0; i < gaps.n && NULL == p; i++) {
+        p = map_near(gaps.hint[i], target, page);
+    }
+    return p;
 }
 
 static int decline(const char *symbol, uintptr_t func, const char *why)

@@ -51,8 +51,9 @@
  * kept, but the hop page has no unwind information: a C++ unwinder or
  * backtrace() stops in it.  The intercept's own return address is the
  * hop's: the caller's return address is one frame up
- * (__builtin_return_address(1), MCA_PATCHER_BASE_PATCHED_CALLER in
- * base_dl.h).
+ * (__builtin_return_address(1): mca_patcher_base_patched_caller in
+ * base_dl.h, for dlopen's intercept, which calls the loader as its
+ * caller).
  *
  * The trampoline is reached through a function pointer (the chain) from
  * the intercept, which saves and restores its own r2 around the call.  It
