@@ -7,9 +7,10 @@
  * __builtin___clear_cache does that on aarch64 (a call to libgcc's
  * __aarch64_sync_cache_range), riscv64 (__riscv_flush_icache) and x86
  * (nothing needed), but GCC expands it to NOTHING on Power (checked:
- * powerpc64le-linux-gnu-gcc 12.2 -O2 emits no instruction for it).  There the Power ISA's sequence for
- * modified instruction storage is issued here (Book II, "Instruction
- * Storage"; patcher_overwrite_ppc64le.c says why each step):
+ * powerpc64le-linux-gnu-gcc 12.2 -O2 emits no instruction for it).
+ * There the Power ISA's sequence for modified instruction storage is
+ * issued here (Book II, "Instruction Storage";
+ * patcher_overwrite_ppc64le.c says why each step):
  *     dcbst each data cache block; sync; icbi each instruction cache
  *     block; sync; isync
  * with the block sizes the kernel gives (AT_DCACHEBSIZE, AT_ICACHEBSIZE;

@@ -233,7 +233,7 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
             free(t);
             return decline(symbol, func, why);
         }
-        /* What the processors fetch from it must be what was written (Power, Arm). */
+        /* What the processors fetch must be what was written (Power, Arm). */
         mca_patcher_overwrite_icache_sync((uintptr_t) mem, TRAMP_OFFSET + t->reloc.tramp_len);
         if (0 != mprotect(mem, page, PROT_READ | PROT_EXEC)) {
             munmap(mem, page);
@@ -379,13 +379,21 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
         rc = decline(symbol, func, "the trampoline is out of jump range");
     } else {
         const char *reason = NULL;
+        uintptr_t old_chain = 0;
         if (chain) {
             /* Another thread may enter the intercept as soon as the jump is written. */
-            __atomic_store_n(chain, patch->patch_chain, __ATOMIC_SEQ_CST);
+            old_chain = __atomic_exchange_n(chain, patch->patch_chain, __ATOMIC_SEQ_CST);
         }
         rc = write_patch(at, patch->patch_data, a->jump_size, t, true, &reason);
         if (OPAL_SUCCESS != rc) {
             decline(symbol, func, reason);
+            if (chain) {
+                /* An earlier jump of ours left in place (its restore failed)
+                 * still leads to the intercept: it must keep chaining to
+                 * what that jump displaced, not to our new trampoline,
+                 * which would jump back to it. */
+                __atomic_store_n(chain, old_chain, __ATOMIC_SEQ_CST);
+            }
         }
     }
     if (OPAL_SUCCESS != rc) {

@@ -137,8 +137,8 @@
 #define REACH       ((intptr_t) 1 << 25) /* b: a signed 26-bit byte offset */
 #define HOP_FRAME   96                   /* 32-byte header + 8-doubleword parameter save area */
 #define HOP_WORDS   16
-#define TRAMP_WORDS 16                   /* the longest: TOC load, far bl, b back (13) */
-#define NIP         32                   /* the PC's index in the saved gp_regs (PT_NIP) */
+#define TRAMP_WORDS 16 /* the longest: TOC load, far bl, b back (13) */
+#define NIP         32 /* the PC's index in the saved gp_regs (PT_NIP) */
 
 /* Instruction words, register and immediate fields zero. */
 #define NOP          0x60000000u /* ori 0,0,0: the preferred no-op */
@@ -217,9 +217,8 @@ static bool local_entry_toc(uintptr_t code, uintptr_t *toc)
 {
     const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
     opal_proc_maps_entry_t e;
-    if ((code & (page - 1)) < 8 &&
-        (OPAL_SUCCESS != opal_proc_maps_find(code - 8, &e) ||
-         0 == (e.prot & (PROT_READ | PROT_EXEC)))) {
+    if ((code & (page - 1)) < 8 && (OPAL_SUCCESS != opal_proc_maps_find(code - 8, &e) ||
+                                    0 == (e.prot & (PROT_READ | PROT_EXEC)))) {
         return false;
     }
     return entry_toc(code - 8, toc);
