@@ -17,10 +17,12 @@
  *      would have taken it.  A round that misses an answer (a thread
  *      blocking signals for a moment) is tried again; without every answer
  *      in about 2 s the write is declined.
- *   2. The bytes are stored, and __builtin___clear_cache makes them what
- *      every processor fetches: each architecture's file says what that
- *      expands to and which rule of its manual it meets (D-cache clean to
- *      the point of unification, I-cache invalidate, the barriers).
+ *   2. The bytes are stored, and mca_patcher_overwrite_icache_sync
+ *      (__builtin___clear_cache, or Power's own sequence where GCC's is
+ *      empty: patcher_overwrite_icache.h) makes them what every processor
+ *      fetches: each architecture's file says what that does and which
+ *      rule of its manual it meets (D-cache clean to the point of
+ *      unification, I-cache invalidate, the barriers).
  *   3. The threads are released.  Each one leaves the handler through the
  *      kernel's signal return, a context synchronization on every one of
  *      these architectures (eret, rfid, sret), so none runs an instruction
@@ -40,6 +42,7 @@
 #include <string.h>
 
 #include "opal/constants.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_icache.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_stopped_write.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_threads.h"
 
@@ -76,7 +79,7 @@ void mca_patcher_overwrite_stopped_code_write(mca_patcher_overwrite_write_t *w)
     } else {
         memcpy((void *) w->addr, w->bytes, w->len);
     }
-    __builtin___clear_cache((char *) w->addr, (char *) w->addr + w->len);
+    mca_patcher_overwrite_icache_sync(w->addr, w->len);
     mca_patcher_overwrite_threads_release(); /* 3 */
 }
 

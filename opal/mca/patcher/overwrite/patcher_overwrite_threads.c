@@ -336,12 +336,23 @@ static bool list_threads(const mca_patcher_overwrite_round_t *r, bool add)
     return opal_proc_foreach_task(list_one, &l) && l.ok;
 }
 
-static bool all_answered(void)
+/*
+ * Whether every asked thread has answered, or has exited meanwhile: a
+ * thread just joined may still be listed while it exits (under qemu-user
+ * the emulator's host thread outlives the guest's join for a while), and
+ * takes no signal any more.
+ */
+static bool all_answered(pid_t pid)
 {
     for (int k = 0; k < nasked; k++) {
-        if (!atomic_load(&asked[k].answered)) {
-            return false;
+        if (atomic_load(&asked[k].answered)) {
+            continue;
         }
+        if (syscall(SYS_tgkill, pid, asked[k].tid, 0) != 0 && errno == ESRCH) {
+            atomic_store(&asked[k].answered, true);
+            continue;
+        }
+        return false;
     }
     return true;
 }
@@ -349,8 +360,9 @@ static bool all_answered(void)
 static bool wait_answers(long timeout_ns)
 {
     struct timespec start, now, pause = {0, 100000};
+    const pid_t pid = getpid();
     clock_gettime(CLOCK_MONOTONIC, &start);
-    while (!all_answered()) {
+    while (!all_answered(pid)) {
         nanosleep(&pause, NULL);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >

@@ -8,8 +8,9 @@
  *   single store) while the main thread patches and restores it.  On x86
  *   every patch succeeds (the thread waits at the self-loop, see
  *   patcher_overwrite_x86_write.c); where the write holds every thread in
- *   a signal handler it declines, saying so.  Every call returns the
- *   right value and the process lives.
+ *   a signal handler it declines, saying so (under qemu-user it may patch
+ *   instead, see below).  Every call returns the right value and the
+ *   process lives.
  * - A thread that blocks every signal around one call in 4096 calls a target
  *   whose patch moves threads: every patch succeeds (an answer that comes
  *   late is waited for, or the write retried).  On x86 the same with a
@@ -23,6 +24,7 @@
 #include <stdatomic.h>
 
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
+#include "test/support/emulated.h"
 
 typedef long (*fn6_t)(long, long, long, long, long, long);
 
@@ -117,7 +119,7 @@ int main(void)
     mca_patcher_base_module_t *patcher = overwrite_test_setup();
     code_page_t cp;
     code_page_init(&cp);
-    /* Misaligned by 5: the jump's bytes straddle an 8-byte word. */
+    /* Misaligned (x86: the jump's bytes straddle an 8-byte word). */
     fn6_t straddling = (fn6_t) code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 5);
     fn6_t mover = (fn6_t) code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
 #ifdef OVERWRITE_TEST_HOLD_FN
@@ -138,9 +140,20 @@ int main(void)
 #else
     int rounds = 2; /* each decline waits out the answer's timeout */
     int ok = patch_while(patcher, blocked_for_good, rounds, &declined);
-    CHECK_MSG(rounds == declined, "%d of %d patches declined with a thread that cannot be held "
-                                  "(every signal blocked) calling the function (%d succeeded)",
-              declined, rounds, ok);
+    if (test_emulated()) {
+        /* /proc shows the emulator's host thread: running guest code, it
+         * may be inside one of qemu's own system calls, look asleep off
+         * the bytes, and be let be (patcher_overwrite_threads.c). */
+        printf("note: emulated: %d declined, %d patched with a thread that cannot be held\n",
+               declined, ok);
+        CHECK(rounds == declined + ok);
+    } else {
+        CHECK_MSG(rounds == declined,
+                  "%d of %d patches declined with a thread that cannot be "
+                  "held (every signal blocked) calling the function (%d "
+                  "succeeded)",
+                  declined, rounds, ok);
+    }
 #endif
     long calls1 = atomic_load(&calls), hits1 = atomic_load(&hits);
 

@@ -82,7 +82,7 @@ static void many_points(mca_patcher_base_module_t *mod)
     code_page_init(&cp);
     unsigned char *fns[MANY_POINTS];
     for (int i = 0; i < MANY_POINTS; i++) {
-        /* Misaligned: the jump straddles an 8-byte word (no single store). */
+        /* Misaligned (x86: the jump straddles an 8-byte word, no single store). */
         fns[i] = code_page_add(&cp, MANY_FN, sizeof(MANY_FN), 5);
     }
     code_page_seal(&cp);

@@ -139,6 +139,8 @@ static void check_decline(const char *name, void *f, const char *says)
 #    include "test/mca/patcher/overwrite/overwrite_reloc_x86.h"
 #elif defined(__aarch64__)
 #    include "test/mca/patcher/overwrite/overwrite_reloc_aarch64.h"
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
+#    include "test/mca/patcher/overwrite/overwrite_reloc_ppc64le.h"
 #endif
 
 /*
