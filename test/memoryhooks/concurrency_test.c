@@ -57,7 +57,7 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    test_skip_if_traps_break_tls();
+    test_skip_if_signals_break_tls();
     pthread_t threads[THREADS];
     for (int i = 0; i < THREADS; i++) {
         pthread_create(&threads[i], NULL, worker, (void *) (intptr_t) i);

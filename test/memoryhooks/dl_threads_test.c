@@ -79,7 +79,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    test_skip_if_traps_break_tls();
+    test_skip_if_signals_break_tls();
     pthread_t threads[2];
     pthread_create(&threads[0], NULL, opener, NULL);
     pthread_create(&threads[1], NULL, looker, NULL);
