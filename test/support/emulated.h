@@ -17,6 +17,13 @@ static inline bool test_emulated(void)
     return NULL != emulator && '\0' != emulator[0];
 }
 
+/* The rounds of a stress loop: a quarter under the emulator, where each one
+ * costs some hundred times more (native runs keep them all). */
+static inline int test_rounds(int native)
+{
+    return test_emulated() ? native / 4 : native;
+}
+
 /*
  * qemu-i386 7.2 may give a thread another thread's TLS (%gs base) when it
  * returns from a signal handler that waited while other threads run (a
