@@ -61,7 +61,8 @@
  * custom opcode) decline, naming the bytes.
  *
  * The write (patcher_overwrite_stopped_write.c) holds every other thread
- * in a signal handler, stores, calls __builtin___clear_cache, releases.
+ * in a signal handler, stores, calls __builtin___clear_cache (through
+ * patcher_overwrite_icache.h, as for each new trampoline page), releases.
  * Why that is right, by the RISC-V unprivileged ISA and Linux (qemu-user
  * re-translates written code and never tears a store, so no run here can
  * show it):
