@@ -7,6 +7,7 @@ AS_CASE([$host_cpu],
         [i?86], [opal_overwrite_arch=i386],
         [aarch64], [opal_overwrite_arch=aarch64],
         [powerpc64le], [opal_overwrite_arch=ppc64le],
+        [riscv64], [opal_overwrite_arch=riscv64],
         [opal_overwrite_arch=none])
 AS_IF([test $opal_overwrite_arch = none],
       [AC_DEFINE([OPAL_PATCHER_OVERWRITE_HAVE_ARCH], [0],
