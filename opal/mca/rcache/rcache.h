@@ -17,7 +17,6 @@
 
 #include "opal/class/opal_list.h"
 #include "opal/mca/mca.h"
-#include "opal/mca/rcache/base/rcache_base_pgindex.h"
 
 #define MCA_RCACHE_BASE_VERSION 1
 
@@ -56,10 +55,10 @@ typedef struct mca_rcache_base_registration_t {
     int32_t access_flags;
     /*
      * Internal to the rcache.  The first cache line holds all that a hit
-     * and a release event read: the fields above and the index node.
+     * and a release event read: the fields above.
      */
     uint32_t reg_fork_gen;                /* process generation that made the pins */
-    mca_rcache_base_pgindex_node_t reg_index; /* in the module's page index while valid */
+    struct mca_rcache_base_registration_t *reg_next; /* the module's lists and chains */
     opal_list_item_t reg_list;            /* on the in-use list when not indexed */
     struct mca_rcache_base_registration_t *reg_collect_next; /* invalidations being collected */
     uint64_t *reg_frames;                 /* page frames recorded by the sanitizer, or NULL */

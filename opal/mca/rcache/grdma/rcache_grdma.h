@@ -37,6 +37,7 @@
 
 #include <pthread.h>
 
+#include "opal/mca/rcache/base/rcache_base_pgindex.h"
 #include "opal/mca/rcache/rcache.h"
 
 /* Internal registration flags (above the public ones). */
@@ -77,6 +78,7 @@ typedef struct mca_rcache_grdma_module_t {
     mca_rcache_base_registration_t *spare;
     void *slabs; /* the memory of all registrations, freed at destroy */
     size_t nslabs;
+    unsigned slab_regs; /* registrations per slab */
 } mca_rcache_grdma_module_t;
 
 extern mca_rcache_base_component_t mca_rcache_grdma_component;

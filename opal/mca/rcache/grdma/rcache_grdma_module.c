@@ -21,9 +21,6 @@
 
 typedef mca_rcache_base_registration_t reg_t;
 typedef mca_rcache_grdma_module_t grdma_t;
-typedef mca_rcache_base_pgindex_node_t node_t;
-
-#define REG_OF_NODE(n) ((reg_t *) ((char *) (n) - offsetof(reg_t, reg_index)))
 #define REG_OF_ITEM(i) ((reg_t *) ((char *) (i) - offsetof(reg_t, reg_list)))
 
 static uintptr_t page_size;
@@ -102,13 +99,13 @@ static inline uintptr_t page_of(const void *addr)
 }
 
 /*
- * Registrations are carved from slabs of SLAB_REGS, each one aligned to a
- * cache line so that what a hit touches (the public fields, the state word,
- * the index link and key) is one line.  Slabs are freed at destroy.
- * A slab's first line links the slabs (newest first); its registrations
- * follow, one stride each.
+ * Registrations are carved from slabs of SLAB_BYTES, each one aligned to a
+ * cache line so that what a hit touches (the public fields and the state
+ * word) is one line.  Slabs are freed at destroy.  A slab's first line
+ * links the slabs (newest first); its m->slab_regs registrations follow,
+ * one stride each.
  */
-#define SLAB_REGS 32
+#define SLAB_BYTES 4096
 #define CACHE_LINE 64
 
 static inline size_t reg_stride(const grdma_t *m)
@@ -122,22 +119,15 @@ static inline reg_t *slab_reg(const grdma_t *m, void *slab, unsigned i)
     return (reg_t *) ((char *) slab + CACHE_LINE + i * reg_stride(m));
 }
 
-/*
- * A registration out of the index (or never in it) is linked into the
- * module's lists (release chains, the deferred and the spare stacks)
- * through its index link: that is on the line that a release event reads
- * anyway.  A lock-free reader still standing on it may follow the link
- * into such a list; rcache_base_pgindex.h (remove) says why that is safe.
- */
+/* Release chains, the deferred and the spare stacks link through reg_next. */
 static inline reg_t *link_next(const reg_t *reg)
 {
-    node_t *n = __atomic_load_n(&reg->reg_index.hash_next, __ATOMIC_RELAXED);
-    return n ? REG_OF_NODE(n) : NULL;
+    return __atomic_load_n(&reg->reg_next, __ATOMIC_RELAXED);
 }
 
 static inline void link_set(reg_t *reg, reg_t *next)
 {
-    __atomic_store_n(&reg->reg_index.hash_next, next ? &next->reg_index : NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&reg->reg_next, next, __ATOMIC_RELAXED);
 }
 
 static inline void chain_push(reg_t **chain, reg_t *reg)
@@ -169,28 +159,33 @@ static reg_t *spare_pop_locked(grdma_t *m)
 /* Index a new registration, its state already INDEXED (lock held). */
 static void index_insert(grdma_t *m, reg_t *reg)
 {
-    mca_rcache_base_pgindex_insert(&m->index, &reg->reg_index, page_of(reg->base),
-                                   page_of(reg->bound));
+    mca_rcache_base_pgindex_insert(&m->index, reg, page_of(reg->base), page_of(reg->bound));
     __atomic_store_n(&m->cached_bytes, m->cached_bytes + reg_size(reg), __ATOMIC_RELAXED);
     __atomic_store_n(&m->cached_entries, m->cached_entries + 1, __ATOMIC_RELAXED);
 }
 
 /*
- * Keep at most one registration per two buckets.  The new table is allocated with
- * the lock dropped (a release hook may be waiting for it inside the
- * allocator) and installed under it.
+ * Keep the index's load at most 3/4.  The new table is allocated with the
+ * lock dropped (a release hook may be waiting for the lock inside the
+ * allocator), filled and installed under it; the old table's lines are
+ * given back after.  False if it could not grow.
  */
-static void index_grow(grdma_t *m)
+static bool index_grow(grdma_t *m)
 {
-    size_t want = mca_rcache_base_pgindex_wanted(&m->index);
+    unsigned want = mca_rcache_base_pgindex_wanted(&m->index);
     mca_rcache_base_pgindex_table_t *fresh = want ? mca_rcache_base_pgindex_table_new(want) : NULL;
     if (NULL == fresh) {
-        return; /* longer chains, still correct */
+        return 0 == want;
     }
     pthread_mutex_lock(&m->lock);
     fresh = mca_rcache_base_pgindex_rehash(&m->index, fresh);
     pthread_mutex_unlock(&m->lock);
-    free(fresh);
+    if (fresh) {
+        mca_rcache_base_pgindex_table_free(fresh);
+    } else {
+        mca_rcache_base_pgindex_release(&m->index);
+    }
+    return true;
 }
 
 /* Where a registration is linked: these bits change only under the lock. */
@@ -205,7 +200,7 @@ static void index_grow(grdma_t *m)
 static void unlink_reg(grdma_t *m, reg_t *reg, uint32_t f)
 {
     if (f & MCA_RCACHE_GRDMA_INDEXED) {
-        mca_rcache_base_pgindex_remove(&m->index, &reg->reg_index);
+        mca_rcache_base_pgindex_remove(&m->index, reg);
         __atomic_store_n(&m->cached_bytes, m->cached_bytes - reg_size(reg), __ATOMIC_RELAXED);
         __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
     }
@@ -257,7 +252,7 @@ static void release_chain(grdma_t *m, reg_t *chain)
         /*
          * Frames are recorded only by a module made with verify_frames or
          * rcache_base_uffd=strict (register_slow); in any other, reg_frames
-         * stays NULL (slabs are zeroed), and reading it would cost the
+         * stays NULL (slab_alloc), and reading it would cost the
          * deregistration a cold line (it lies past the registration's first
          * line).  Either way a spare slot's is NULL.
          */
@@ -283,10 +278,10 @@ static void deferred_push(grdma_t *m, reg_t *chain)
     stack_push(&m->deferred, chain, last);
 }
 
-/* Still indexed: collected through reg_collect_next, not the index link. */
-static int collect_cb(node_t *node, void *ctx)
+/* Still indexed: collected through reg_collect_next (reg_next may be in a list). */
+static int collect_cb(void *item, void *ctx)
 {
-    reg_t **hits = ctx, *reg = REG_OF_NODE(node);
+    reg_t **hits = ctx, *reg = item;
     reg->reg_collect_next = *hits;
     *hits = reg;
     return 0;
@@ -343,7 +338,7 @@ static inline void grdma_progress(grdma_t *m)
 /* Move the CLOCK hand one registration on, over every slab in turn (lock held). */
 static reg_t *clock_advance(grdma_t *m)
 {
-    if (NULL == m->clock_slab || ++m->clock_slot == SLAB_REGS) {
+    if (NULL == m->clock_slab || ++m->clock_slot == m->slab_regs) {
         void *next = m->clock_slab ? *(void **) m->clock_slab : NULL;
         m->clock_slab = next ? next : __atomic_load_n(&m->slabs, __ATOMIC_ACQUIRE);
         m->clock_slot = 0;
@@ -361,7 +356,7 @@ static reg_t *clock_advance(grdma_t *m)
 static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
     const size_t slabs = __atomic_load_n(&m->nslabs, __ATOMIC_ACQUIRE);
-    for (size_t n = 2 * slabs * SLAB_REGS; n > 0; n--) {
+    for (size_t n = 2 * slabs * m->slab_regs; n > 0; n--) {
         reg_t *reg = clock_advance(m);
         state_t st = state_load(reg);
         if (!(st.s.flags & MCA_RCACHE_GRDMA_EVICTABLE)) {
@@ -443,16 +438,18 @@ struct lookup {
     int32_t access;
     reg_t *hit;  /* valid, covers, has the access asked; referenced */
     reg_t *grow; /* valid, covers, lacks some access (under the lock only) */
+    uint32_t seq; /* the index's sequence count when a lock-free lookup began */
+    bool seen;    /* that lookup met a candidate */
 };
 
 /*
  * A candidate from the index, under the lock: its fields are stable then
  * (recycling takes the lock), so they are checked before the reference.
  */
-static inline int lookup_cb(node_t *node, void *ctx)
+static inline int lookup_cb(void *item, void *ctx)
 {
     struct lookup *l = ctx;
-    reg_t *reg = REG_OF_NODE(node);
+    reg_t *reg = item;
     if ((uintptr_t) reg->base > l->base || (uintptr_t) reg->bound < l->bound) {
         return 0; /* the index leaves the check to us: these fields share the hit's cache line */
     }
@@ -483,10 +480,11 @@ static inline bool covers(const reg_t *reg, const struct lookup *l)
  * not cover (another range in the same block, too little access, recycled)
  * is dropped again: rare, and cheaper than checking twice on every hit.
  */
-static inline int hit_cb(node_t *node, void *ctx)
+static inline int hit_cb(void *item, void *ctx)
 {
     struct lookup *l = ctx;
-    reg_t *reg = REG_OF_NODE(node);
+    reg_t *reg = item;
+    l->seen = true;
     if (!take_ref(reg)) {
         return 0;
     }
@@ -508,6 +506,7 @@ static inline __attribute__((always_inline)) void lookup(grdma_t *m, struct look
 /* The same without the lock: best effort, a miss is asked again under the lock. */
 static inline __attribute__((always_inline)) void lookup_lockfree(grdma_t *m, struct lookup *l)
 {
+    l->seq = __atomic_load_n(&m->index.seq, __ATOMIC_ACQUIRE);
     mca_rcache_base_pgindex_covering(&m->index, l->base >> page_shift, l->bound >> page_shift,
                                      hit_cb, l);
 }
@@ -582,26 +581,32 @@ static inline void page_range(const void *addr, size_t size, uintptr_t *base, ui
     *bound = ((uintptr_t) addr + size - (0 != size)) | (page_size - 1);
 }
 
-/* A new slab of spare registrations (lock NOT held); false if out of memory. */
+/*
+ * A new slab of spare registrations (lock NOT held); false if out of memory.
+ * Of a spare, only the state word (read by the CLOCK hand) and reg_frames
+ * are read before reg_new_locked writes the rest: nothing else is cleared.
+ */
 static bool slab_alloc(grdma_t *m)
 {
-    size_t stride = reg_stride(m);
-    char *slab = aligned_alloc(CACHE_LINE, CACHE_LINE + SLAB_REGS * stride);
+    char *slab = aligned_alloc(CACHE_LINE, CACHE_LINE + m->slab_regs * reg_stride(m));
     if (NULL == slab) {
         return false;
     }
-    memset(slab, 0, CACHE_LINE + SLAB_REGS * stride);
+    reg_t *first = slab_reg(m, slab, 0), *last = first;
+    for (unsigned i = 0; i < m->slab_regs; i++) {
+        reg_t *reg = slab_reg(m, slab, i);
+        state_store(reg, 0, 0);
+        reg->reg_frames = NULL;
+        link_set(last, reg);
+        last = reg;
+    }
+    link_set(last, NULL);
     void *head = __atomic_load_n(&m->slabs, __ATOMIC_RELAXED);
     do {
         *(void **) slab = head; /* the slab's first line links the slabs */
     } while (!__atomic_compare_exchange_n(&m->slabs, &head, slab, true, __ATOMIC_RELEASE,
                                           __ATOMIC_RELAXED));
     __atomic_add_fetch(&m->nslabs, 1, __ATOMIC_RELEASE);
-    reg_t *first = slab_reg(m, slab, 0), *last = first;
-    for (unsigned i = 1; i < SLAB_REGS; i++) {
-        link_set(last, slab_reg(m, slab, i));
-        last = link_next(last);
-    }
     stack_push(&m->spare, first, last);
     return true;
 }
@@ -619,7 +624,9 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
         return NULL;
     }
     /* Not the header: a stale lock-free reader may still be looking at its state word. */
-    memset((char *) reg + sizeof(reg_t), 0, m->resources.sizeof_reg - sizeof(reg_t));
+    if (m->resources.sizeof_reg > sizeof(reg_t)) {
+        memset((char *) reg + sizeof(reg_t), 0, m->resources.sizeof_reg - sizeof(reg_t));
+    }
     reg->rcache = &m->super;
     reg->base = (unsigned char *) base;
     reg->bound = (unsigned char *) bound;
@@ -682,12 +689,12 @@ static inline void uffd_drain(grdma_t *m)
 
 /*
  * Everything but the lock-free hit: work left by release events, a bypass
- * registration, a new one.  'looked': the hit was tried already (without
- * the lock) and missed.
+ * registration, a new one.  'tried': the lock-free lookup that missed
+ * already, or NULL.
  */
 static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_t size,
                                                    uint32_t flags, int32_t access_flags,
-                                                   reg_t **reg_out, bool looked)
+                                                   reg_t **reg_out, const struct lookup *tried)
 {
     if (NULL == reg_out) {
         return OPAL_ERR_BAD_PARAM;
@@ -700,14 +707,24 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     struct lookup l = {.m = m, .base = base, .bound = bound, .access = access_flags};
     reg_t *reg = NULL;
 
-    if (!bypass && !looked) {
+    if (tried) {
+        l.seq = tried->seq;
+        l.seen = tried->seen;
+    } else if (!bypass) {
         lookup_lockfree(m, &l);
     }
     while (NULL == l.hit && NULL == reg) {
         reg_t *release = NULL;
+        bool full = false; /* the index must grow first */
         pthread_mutex_lock(&m->lock);
         l.grow = NULL; /* decided under the lock only */
-        if (!bypass) {
+        /*
+         * The lock-free lookup met no candidate and no writer has been at
+         * the index since it began: the same lookup under the lock would
+         * find nothing either.
+         */
+        if (!bypass
+            && (l.seen || (l.seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, l.seq))) {
             lookup(m, &l);
         }
         if (NULL == l.hit) {
@@ -721,11 +738,12 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
             if (!bypass && m->limited) {
                 evict_for_limits_locked(m, 1, bound - base + 1, &release);
             }
-            reg = reg_new_locked(m, addr, base, bound, flags, access_flags);
+            full = !bypass && !mca_rcache_base_pgindex_room(&m->index);
+            reg = full ? NULL : reg_new_locked(m, addr, base, bound, flags, access_flags);
         }
         pthread_mutex_unlock(&m->lock);
         release_chain(m, release);
-        if (NULL == l.hit && NULL == reg && !slab_alloc(m)) {
+        if (full ? !index_grow(m) : NULL == l.hit && NULL == reg && !slab_alloc(m)) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
     }
@@ -734,7 +752,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
             mca_rcache_base_frames_check(l.hit, "rcache_register");
         }
         if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
-            return register_slow(m, addr, size, flags, access_flags, reg_out, false);
+            return register_slow(m, addr, size, flags, access_flags, reg_out, NULL);
         }
         *reg_out = l.hit;
         return OPAL_SUCCESS;
@@ -785,13 +803,14 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
                 mca_rcache_base_frames_check(l.hit, "rcache_register");
             }
             if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
-                return register_slow(m, addr, size, flags, access_flags, reg_out, false);
+                return register_slow(m, addr, size, flags, access_flags, reg_out, NULL);
             }
             *reg_out = l.hit;
             return OPAL_SUCCESS;
         }
+        return register_slow(m, addr, size, flags, access_flags, reg_out, &l);
     }
-    return register_slow(m, addr, size, flags, access_flags, reg_out, plain);
+    return register_slow(m, addr, size, flags, access_flags, reg_out, NULL);
 }
 
 static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size, reg_t **reg_out)
@@ -864,10 +883,10 @@ struct overlap {
     reg_t *reg[RELEASE_BATCH];
 };
 
-static int overlap_cb(node_t *node, void *ctx)
+static int overlap_cb(void *item, void *ctx)
 {
     struct overlap *o = ctx;
-    reg_t *reg = REG_OF_NODE(node);
+    reg_t *reg = item;
     if ((uintptr_t) reg->base > o->high || (uintptr_t) reg->bound < o->low) {
         return 0;
     }
@@ -961,10 +980,8 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     page_shift = (unsigned) __builtin_ctzl(page_size);
     grdma_t *m = calloc(1, sizeof(*m));
     /* The index reads each range from the registration: base and bound (last byte). */
-    const ptrdiff_t range_at = (ptrdiff_t) offsetof(reg_t, base) -
-                               (ptrdiff_t) offsetof(reg_t, reg_index);
-    if (NULL == m ||
-        OPAL_SUCCESS != mca_rcache_base_pgindex_init(&m->index, range_at, page_shift)) {
+    if (NULL == m || OPAL_SUCCESS != mca_rcache_base_pgindex_init(
+                         &m->index, (ptrdiff_t) offsetof(reg_t, base), page_shift)) {
         free(m);
         return NULL;
     }
@@ -982,6 +999,8 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     m->max_entries = mca_rcache_grdma_max_entries;
     m->limited = m->max_bytes || m->max_entries;
     m->verify_frames = 0 != mca_rcache_base_verify_frames;
+    m->slab_regs = (unsigned) ((SLAB_BYTES - CACHE_LINE) / reg_stride(m));
+    m->slab_regs = m->slab_regs ? m->slab_regs : 1;
     pthread_mutex_init(&m->lock, NULL);
     opal_list_init(&m->in_use);
     m->fork_gen = mca_rcache_base_fork_gen;
