@@ -193,9 +193,13 @@ void mca_rcache_base_pgindex_remove(pgindex_t *idx, void *item)
     uintptr_t first, last;
     mca_rcache_base_pgindex_range(idx, item, &first, &last);
     unsigned s = class_of(first, last);
-    entry_t *e = &t->entry[mca_rcache_base_pgindex_home(t, key_of(s, first >> s)) * SLOTS], *x;
+    entry_t *end = &t->entry[(mask + 1) * SLOTS];
+    entry_t *x = &t->entry[mca_rcache_base_pgindex_home(t, key_of(s, first >> s)) * SLOTS];
     /* From its home on: its slot is there or in the overflowed lines after it. */
-    for (x = e; x->item != item; x = x + 1 == &t->entry[(mask + 1) * SLOTS] ? t->entry : x + 1) {
+    for (size_t n = 0; x->item != item; x = x + 1 == end ? t->entry : x + 1) {
+        if (++n > (mask + 1) * SLOTS) {
+            return; /* not indexed: the caller's bug, and nothing to undo */
+        }
     }
     write_begin(idx);
     STORE(&x->item, NULL);

@@ -21,7 +21,6 @@
 
 typedef mca_rcache_base_registration_t reg_t;
 typedef mca_rcache_grdma_module_t grdma_t;
-#define REG_OF_ITEM(i) ((reg_t *) ((char *) (i) - offsetof(reg_t, reg_list)))
 
 static uintptr_t page_size;
 static unsigned page_shift;
@@ -79,6 +78,15 @@ static inline state_t set_flags(reg_t *reg, uint32_t set, uint32_t clear)
     return old;
 }
 
+/*
+ * The state of a spare: no count, no flag but the generation, which each
+ * reuse advances (mark_invalid tells incarnations apart by it).
+ */
+static inline uint32_t spare_flags(const reg_t *reg)
+{
+    return state_load(reg).s.flags & MCA_RCACHE_GRDMA_GEN;
+}
+
 /* A registration may be handed out: indexed, registered and not invalidated. */
 static inline bool state_valid(uint32_t flags)
 {
@@ -107,6 +115,7 @@ static inline uintptr_t page_of(const void *addr)
  */
 #define SLAB_BYTES 4096
 #define CACHE_LINE 64
+_Static_assert(sizeof(reg_t) <= CACHE_LINE, "a registration's own fields are one cache line");
 
 static inline size_t reg_stride(const grdma_t *m)
 {
@@ -188,48 +197,85 @@ static bool index_grow(grdma_t *m)
     return true;
 }
 
-/* Where a registration is linked: these bits change only under the lock. */
-#define LINKED_FLAGS \
-    (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_ON_IN_USE)
+/* Where a registration is linked: set and cleared under the lock (EVICTABLE also cleared by marking). */
+#define LINKED_FLAGS (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE)
 
-/*
- * Take reg out of the index and off the in_use list, as its flags f (from
- * before the caller cleared LINKED_FLAGS in its own atomic step) say (lock
- * held).
- */
+/* Take reg out of the index (lock held). */
+static void index_remove(grdma_t *m, reg_t *reg)
+{
+    mca_rcache_base_pgindex_remove(&m->index, reg);
+    __atomic_store_n(&m->cached_bytes, m->cached_bytes - reg_size(reg), __ATOMIC_RELAXED);
+    __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
+}
+
+/* The same if its flags f (from before the caller's atomic step) say it is there. */
 static void unlink_reg(grdma_t *m, reg_t *reg, uint32_t f)
 {
     if (f & MCA_RCACHE_GRDMA_INDEXED) {
-        mca_rcache_base_pgindex_remove(&m->index, reg);
-        __atomic_store_n(&m->cached_bytes, m->cached_bytes - reg_size(reg), __ATOMIC_RELAXED);
-        __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
-    }
-    if (f & MCA_RCACHE_GRDMA_ON_IN_USE) {
-        opal_list_remove_item(&m->in_use, &reg->reg_list);
+        index_remove(m, reg);
     }
 }
 
 /*
- * Make reg invalid: never handed out again.  Setting INVALID, reading the
- * count and recording where it goes is one atomic step, so no hit slips in
- * between.  An unused one is unlinked and chained for deregistration; one
- * in use waits on the in_use list for its last reference (lock held).
+ * Make reg invalid if it is indexed, not invalid yet and overlaps
+ * [low, high]: never handed out again.  Lock free: setting INVALID (and
+ * clearing EVICTABLE) and reading the count is one compare-and-swap, so no
+ * hit and no other invalidation slips in between, and the range is read
+ * after the state it is compared with: a registration recycled for another
+ * range meanwhile has another generation, the CAS fails and the new range
+ * is checked.  True if it was unused: the caller then owns it (takes it
+ * out of the index under the lock, deregisters it).  One in use stays in
+ * the index, invalid, until its last reference goes (drop_last_locked).
  */
+static bool mark_invalid(reg_t *reg, uintptr_t low, uintptr_t high)
+{
+    state_t st = state_load(reg), inv;
+    do {
+        if ((st.s.flags & (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_FLAGS_INVALID))
+                != MCA_RCACHE_GRDMA_INDEXED
+            || (uintptr_t) __atomic_load_n(&reg->base, __ATOMIC_RELAXED) > high
+            || (uintptr_t) __atomic_load_n(&reg->bound, __ATOMIC_RELAXED) < low) {
+            return false;
+        }
+        inv = st;
+        inv.s.flags = (st.s.flags & ~MCA_RCACHE_GRDMA_EVICTABLE) | MCA_RCACHE_FLAGS_INVALID;
+    } while (!state_cas(reg, &st, inv));
+    return 0 == st.s.count;
+}
+
+/* Registrations that marking handed over, chained through reg_next. */
+struct marked {
+    uintptr_t low, high;
+    reg_t *chain;
+};
+
+static int mark_cb(void *item, void *ctx)
+{
+    struct marked *mk = ctx;
+    reg_t *reg = item;
+    if (mark_invalid(reg, mk->low, mk->high)) {
+        chain_push(&mk->chain, reg);
+    }
+    return 0;
+}
+
+/*
+ * Take a chain that marking handed over out of the index (lock held).  Their
+ * state keeps INDEXED until release_chain makes them spare: nothing else
+ * acts on an invalid registration without references.
+ */
+static void unlink_chain_locked(grdma_t *m, reg_t *chain)
+{
+    for (reg_t *reg = chain; reg; reg = link_next(reg)) {
+        index_remove(m, reg);
+    }
+}
+
+/* Invalidate reg, one that the caller found (lock held); chained on *release if unused. */
 static void invalidate_locked(grdma_t *m, reg_t *reg, reg_t **release)
 {
-    state_t old = state_load(reg), inv;
-    do {
-        if (old.s.flags & MCA_RCACHE_FLAGS_INVALID) {
-            return; /* already handled */
-        }
-        inv = old;
-        inv.s.flags = (old.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID |
-                      (old.s.count > 0 ? MCA_RCACHE_GRDMA_ON_IN_USE : 0);
-    } while (!state_cas(reg, &old, inv));
-    unlink_reg(m, reg, old.s.flags);
-    if (old.s.count > 0) {
-        opal_list_append(&m->in_use, &reg->reg_list);
-    } else {
+    if (mark_invalid(reg, 0, UINTPTR_MAX)) {
+        index_remove(m, reg);
         chain_push(release, reg);
     }
 }
@@ -259,7 +305,7 @@ static void release_chain(grdma_t *m, reg_t *chain)
         if (m->verify_frames || m->super.rcache_uffd_strict) {
             mca_rcache_base_frames_release(reg);
         }
-        state_store(reg, 0, 0);
+        state_store(reg, 0, spare_flags(reg));
         last = reg;
     }
     stack_push(&m->spare, chain, last);
@@ -278,27 +324,19 @@ static void deferred_push(grdma_t *m, reg_t *chain)
     stack_push(&m->deferred, chain, last);
 }
 
-/* Still indexed: collected through reg_collect_next (reg_next may be in a list). */
-static int collect_cb(void *item, void *ctx)
-{
-    reg_t **hits = ctx, *reg = item;
-    reg->reg_collect_next = *hits;
-    *hits = reg;
-    return 0;
-}
-
 /* Invalidate every registration overlapping [low, high] (lock held). */
 static void invalidate_overlapping_locked(grdma_t *m, uintptr_t low, uintptr_t high,
                                           reg_t **release)
 {
-    reg_t *hits = NULL;
-    /* Collect first: the index must not change under the walk. */
-    mca_rcache_base_pgindex_overlapping(&m->index, low >> page_shift, high >> page_shift,
-                                        collect_cb, &hits);
-    while (hits) {
-        reg_t *next = hits->reg_collect_next;
-        invalidate_locked(m, hits, release);
-        hits = next;
+    struct marked mk = {.low = low, .high = high, .chain = NULL};
+    mca_rcache_base_pgindex_overlapping(&m->index, low >> page_shift, high >> page_shift, mark_cb,
+                                        &mk);
+    /* After the walk: the index must not change under it. */
+    unlink_chain_locked(m, mk.chain);
+    while (mk.chain) {
+        reg_t *reg = mk.chain;
+        mk.chain = link_next(reg);
+        chain_push(release, reg);
     }
 }
 
@@ -316,14 +354,31 @@ static __attribute__((noinline)) void drop_parent_registrations(grdma_t *m)
     release_chain(m, release);
 }
 
+/* What release events left: marked invalid, still in the index; NULL if nothing. */
+static inline reg_t *take_deferred(grdma_t *m)
+{
+    return __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)
+               ? __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE)
+               : NULL;
+}
+
+/* Take such a chain out of the index and deregister it. */
+static void drain_chain(grdma_t *m, reg_t *chain)
+{
+    if (chain) {
+        pthread_mutex_lock(&m->lock);
+        unlink_chain_locked(m, chain);
+        pthread_mutex_unlock(&m->lock);
+        release_chain(m, chain);
+    }
+}
+
 static __attribute__((noinline)) void grdma_progress_slow(grdma_t *m)
 {
     if (m->forked) {
         drop_parent_registrations(m);
     }
-    if (__atomic_load_n(&m->deferred, __ATOMIC_RELAXED)) {
-        release_chain(m, __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE));
-    }
+    drain_chain(m, take_deferred(m));
 }
 
 /* At the start of every call: after fork, and work deferred by release events. */
@@ -362,8 +417,14 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
         if (!(st.s.flags & MCA_RCACHE_GRDMA_EVICTABLE)) {
             continue; /* spare, in registration, bypass, persistent or invalid */
         }
-        /* Unused and not recent: invalid only if no hit took it meanwhile (the CAS). */
-        while (0 == st.s.count && !(st.s.flags & MCA_RCACHE_GRDMA_RECENT)) {
+        /*
+         * Unused and not recent: invalid only if no hit took it and no
+         * release event marked it meanwhile (the CAS; a failed one reloads
+         * the state, which is checked again whole).
+         */
+        while (0 == st.s.count
+               && (st.s.flags & (MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT))
+                      == MCA_RCACHE_GRDMA_EVICTABLE) {
             state_t inv = {.s = {0, (st.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID}};
             if (state_cas(reg, &st, inv)) {
                 unlink_reg(m, reg, st.s.flags);
@@ -613,8 +674,8 @@ static bool slab_alloc(grdma_t *m)
 
 /*
  * A spare registration set up for [base, bound], referenced, REGISTERING,
- * and linked (indexed, or on in_use for a bypass one); NULL when there is
- * no spare (lock held).
+ * and indexed unless it is a bypass one; NULL when there is no spare (lock
+ * held).
  */
 static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t bound,
                              uint32_t flags, int32_t access_flags)
@@ -628,8 +689,9 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
         memset((char *) reg + sizeof(reg_t), 0, m->resources.sizeof_reg - sizeof(reg_t));
     }
     reg->rcache = &m->super;
-    reg->base = (unsigned char *) base;
-    reg->bound = (unsigned char *) bound;
+    /* Read by lock-free markers of an older incarnation (mark_invalid). */
+    __atomic_store_n(&reg->base, (unsigned char *) base, __ATOMIC_RELAXED);
+    __atomic_store_n(&reg->bound, (unsigned char *) bound, __ATOMIC_RELAXED);
     reg->alloc_base = addr;
     reg->access_flags = access_flags;
     reg->reg_fork_gen = m->fork_gen; /* reg_frames: NULL in every spare (release_chain) */
@@ -641,18 +703,15 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
      * CLOCK hand (RECENT), wherever its slot is.
      */
     uint32_t state = (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST)) |
-                     MCA_RCACHE_GRDMA_REGISTERING;
-    if (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) {
-        state |= MCA_RCACHE_GRDMA_ON_IN_USE;
-    } else if (flags & MCA_RCACHE_FLAGS_PERSIST) {
+                     MCA_RCACHE_GRDMA_REGISTERING |
+                     ((spare_flags(reg) + MCA_RCACHE_GRDMA_GEN_ONE) & MCA_RCACHE_GRDMA_GEN);
+    if (flags & MCA_RCACHE_FLAGS_PERSIST) {
         state |= MCA_RCACHE_GRDMA_INDEXED;
-    } else {
+    } else if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
         state |= MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT;
     }
     state_store(reg, 1, state);
-    if (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) {
-        opal_list_append(&m->in_use, &reg->reg_list);
-    } else {
+    if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
         index_insert(m, reg);
     }
     return reg;
@@ -700,7 +759,11 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         return OPAL_ERR_BAD_PARAM;
     }
     *reg_out = NULL;
-    grdma_progress(m);
+    if (__builtin_expect(m->forked, 0)) {
+        drop_parent_registrations(m);
+    }
+    /* Taken out of the index in the locked section below (one lock for both), deregistered after. */
+    reg_t *deferred = take_deferred(m);
     uintptr_t base, bound;
     page_range(addr, size, &base, &bound);
     bool bypass = flags & MCA_RCACHE_FLAGS_CACHE_BYPASS;
@@ -714,9 +777,11 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         lookup_lockfree(m, &l);
     }
     while (NULL == l.hit && NULL == reg) {
-        reg_t *release = NULL;
+        reg_t *release = deferred;
         bool full = false; /* the index must grow first */
+        deferred = NULL;
         pthread_mutex_lock(&m->lock);
+        unlink_chain_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
         /*
          * The lock-free lookup met no candidate and no writer has been at
@@ -747,6 +812,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
     }
+    drain_chain(m, deferred); /* the lock-free lookup hit: no locked section ran */
     if (l.hit) {
         if (m->verify_frames) {
             mca_rcache_base_frames_check(l.hit, "rcache_register");
@@ -771,8 +837,8 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
 
     if (OPAL_SUCCESS != rc) {
         pthread_mutex_lock(&m->lock);
-        unlink_reg(m, reg, reg->flags);
-        state_store(reg, 0, 0);
+        unlink_reg(m, reg, reg->flags); /* ours alone: a release meanwhile only marked it */
+        state_store(reg, 0, spare_flags(reg));
         pthread_mutex_unlock(&m->lock);
         stack_push(&m->spare, reg, reg);
         return rc;
@@ -867,46 +933,24 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
 
 /*
  * The release hook: runs before the pages go, possibly inside the
- * allocator.  Invalidation is immediate; deregistration is left to the
- * next call into this module (or its destruction), always: deregister_mem
- * and free may need the allocator's lock when from_alloc, and otherwise
- * the event stays short (UCX defers the same way).  What waits is the
- * registrations themselves, chained on the deferred stack: however many
- * events come without a call, nothing is allocated and nothing grows.
- * Pages that no registration touches cost a few lock-free probes.
+ * allocator.  Invalidation is immediate and lock free (mark_invalid, on
+ * what a lock-free walk of the index finds; the walk is redone under the
+ * lock only when a writer was at work meanwhile); taking the unused ones
+ * out of the index and deregistering them is left to the next call into
+ * this module (or its destruction), always: deregister_mem and free may
+ * need the allocator's lock when from_alloc, and otherwise the event stays
+ * short (UCX defers the same way).  What waits is the registrations
+ * themselves, chained on the deferred stack, each at most once (marking
+ * hands it over once): however many events come without a call, nothing is
+ * allocated and nothing grows.  Pages that no registration touches cost a
+ * few lock-free probes, or one look at the chunk counts.
  */
-/* What a release event found without the lock: the registrations overlapping its pages. */
-#define RELEASE_BATCH 8
-struct overlap {
-    uintptr_t low, high;
-    unsigned count;
-    reg_t *reg[RELEASE_BATCH];
-};
-
-static int overlap_cb(void *item, void *ctx)
-{
-    struct overlap *o = ctx;
-    reg_t *reg = item;
-    if ((uintptr_t) reg->base > o->high || (uintptr_t) reg->bound < o->low) {
-        return 0;
-    }
-    if (RELEASE_BATCH == o->count) {
-        return 1; /* more than a batch: the walk under the lock finds them */
-    }
-    o->reg[o->count++] = reg;
-    return 0;
-}
-
 static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t size,
                           bool from_alloc)
 {
     grdma_t *m = (grdma_t *) rcache;
-    reg_t *release = NULL;
-    struct overlap o; /* reg[] is written as it fills */
+    struct marked mk = {.low = (uintptr_t) addr, .high = (uintptr_t) addr + size - 1};
     uint32_t seq;
-    o.low = (uintptr_t) addr;
-    o.high = o.low + size - 1;
-    o.count = 0;
     (void) from_alloc;
     /*
      * A registration inserted concurrently with the release of its own
@@ -915,23 +959,14 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
     if (0 == size || 0 == __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED)) {
         return;
     }
-    /* One walk, without the lock; under it, the sequence count says whether it still holds. */
-    bool complete = mca_rcache_base_pgindex_visit_lockfree(&m->index, o.low >> page_shift,
-                                                           o.high >> page_shift, overlap_cb, &o,
-                                                           &seq);
-    if (complete && 0 == o.count) {
-        return;
+    if (!mca_rcache_base_pgindex_visit_lockfree(&m->index, mk.low >> page_shift,
+                                                mk.high >> page_shift, mark_cb, &mk, &seq)) {
+        pthread_mutex_lock(&m->lock);
+        mca_rcache_base_pgindex_overlapping(&m->index, mk.low >> page_shift, mk.high >> page_shift,
+                                            mark_cb, &mk);
+        pthread_mutex_unlock(&m->lock);
     }
-    pthread_mutex_lock(&m->lock);
-    if (complete && mca_rcache_base_pgindex_unchanged(&m->index, seq)) {
-        for (unsigned i = 0; i < o.count; i++) {
-            invalidate_locked(m, o.reg[i], &release);
-        }
-    } else {
-        invalidate_overlapping_locked(m, o.low, o.high, &release);
-    }
-    pthread_mutex_unlock(&m->lock);
-    deferred_push(m, release);
+    deferred_push(m, mk.chain);
 }
 
 static void grdma_atfork(mca_rcache_base_module_t *rcache, mca_rcache_base_atfork_phase_t phase)
@@ -952,18 +987,22 @@ static void grdma_finalize(mca_rcache_base_module_t *rcache)
 {
     grdma_t *m = (grdma_t *) rcache;
     reg_t *release = NULL;
-    grdma_progress(m);
-    pthread_mutex_lock(&m->lock);
-    invalidate_overlapping_locked(m, 0, UINTPTR_MAX, &release);
-    /* Still referenced: the caller destroys under its own users; they go too. */
-    while (!opal_list_is_empty(&m->in_use)) {
-        reg_t *reg = REG_OF_ITEM(opal_list_get_first(&m->in_use));
-        unlink_reg(m, reg, set_flags(reg, 0, LINKED_FLAGS).s.flags);
-        chain_push(&release, reg);
+    grdma_progress(m); /* the deferred ones, out of the index */
+    /*
+     * Every registration not spare goes: cached, in use (the caller destroys
+     * under its own users), invalid and waiting for its last reference,
+     * bypass.  No release event runs any more (the base took the module out
+     * of its callback first); the index goes whole.
+     */
+    for (void *slab = m->slabs; slab; slab = *(void **) slab) {
+        for (unsigned i = 0; i < m->slab_regs; i++) {
+            reg_t *reg = slab_reg(m, slab, i);
+            if (state_load(reg).s.flags & ~MCA_RCACHE_GRDMA_GEN) {
+                chain_push(&release, reg);
+            }
+        }
     }
-    pthread_mutex_unlock(&m->lock);
     release_chain(m, release);
-    release_chain(m, __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE));
     for (void *slab = m->slabs, *next; slab; slab = next) {
         next = *(void **) slab;
         free(slab);
@@ -1002,7 +1041,6 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     m->slab_regs = (unsigned) ((SLAB_BYTES - CACHE_LINE) / reg_stride(m));
     m->slab_regs = m->slab_regs ? m->slab_regs : 1;
     pthread_mutex_init(&m->lock, NULL);
-    opal_list_init(&m->in_use);
     m->fork_gen = mca_rcache_base_fork_gen;
     return &m->super;
 }
