@@ -493,6 +493,11 @@ static inline bool take_ref(reg_t *reg)
 
 static __attribute__((noinline)) int drop_ref_cold(grdma_t *m, reg_t *reg);
 
+/*
+ * A lookup: the first and the last byte asked (a registration's base is a
+ * page's first byte and its bound a page's last byte, so it covers the
+ * bytes asked exactly when it covers their pages).
+ */
 struct lookup {
     grdma_t *m;
     uintptr_t base, bound;
@@ -567,6 +572,8 @@ static inline __attribute__((always_inline)) void lookup(grdma_t *m, struct look
 /* The same without the lock: best effort, a miss is asked again under the lock. */
 static inline __attribute__((always_inline)) void lookup_lockfree(grdma_t *m, struct lookup *l)
 {
+    l->hit = NULL;
+    l->seen = false;
     l->seq = __atomic_load_n(&m->index.seq, __ATOMIC_ACQUIRE);
     mca_rcache_base_pgindex_covering(&m->index, l->base >> page_shift, l->bound >> page_shift,
                                      hit_cb, l);
@@ -633,6 +640,16 @@ static inline int drop_ref(grdma_t *m, reg_t *reg)
 static int drop_ref_cold(grdma_t *m, reg_t *reg)
 {
     return drop_ref(m, reg);
+}
+
+/* A lookup of [addr, addr + size) (of addr's byte when size is 0) with this access. */
+static inline void lookup_init(struct lookup *l, grdma_t *m, const void *addr, size_t size,
+                               int32_t access)
+{
+    l->m = m;
+    l->base = (uintptr_t) addr;
+    l->bound = (uintptr_t) addr + size - (0 != size);
+    l->access = access;
 }
 
 /* The pages of [addr, addr + size) (of addr's page when size is 0): first byte, last byte. */
@@ -747,18 +764,40 @@ static inline void uffd_drain(grdma_t *m)
 }
 
 /*
+ * What a lock-free lookup that missed knew: the index's sequence count when
+ * it began and whether it met a candidate (passed by value: a lookup whose
+ * address escaped would live in memory on the hit path).
+ */
+typedef struct {
+    bool tried;
+    bool seen;
+    uint32_t seq;
+} missed_t;
+
+static inline missed_t missed_by(const struct lookup *l)
+{
+    missed_t mi = {.tried = true, .seen = l->seen, .seq = l->seq};
+    return mi;
+}
+
+static const missed_t not_tried = {.tried = false};
+
+/*
  * Everything but the lock-free hit: work left by release events, a bypass
  * registration, a new one.  'tried': the lock-free lookup that missed
- * already, or NULL.
+ * already, if any.
  */
 static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_t size,
                                                    uint32_t flags, int32_t access_flags,
-                                                   reg_t **reg_out, const struct lookup *tried)
+                                                   reg_t **reg_out, missed_t tried)
 {
     if (NULL == reg_out) {
         return OPAL_ERR_BAD_PARAM;
     }
     *reg_out = NULL;
+    if (!tried.tried) {
+        uffd_drain(m); /* register_checked drained already */
+    }
     if (__builtin_expect(m->forked, 0)) {
         drop_parent_registrations(m);
     }
@@ -767,14 +806,18 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     uintptr_t base, bound;
     page_range(addr, size, &base, &bound);
     bool bypass = flags & MCA_RCACHE_FLAGS_CACHE_BYPASS;
-    struct lookup l = {.m = m, .base = base, .bound = bound, .access = access_flags};
+    struct lookup l;
     reg_t *reg = NULL;
+    lookup_init(&l, m, addr, size, access_flags);
+    l.hit = NULL;
 
-    if (tried) {
-        l.seq = tried->seq;
-        l.seen = tried->seen;
+    if (tried.tried) {
+        l.seq = tried.seq;
+        l.seen = tried.seen;
     } else if (!bypass) {
         lookup_lockfree(m, &l);
+    } else {
+        l.seen = true; /* no lock-free lookup: unused, a bypass one looks for nothing */
     }
     while (NULL == l.hit && NULL == reg) {
         reg_t *release = deferred;
@@ -818,7 +861,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
             mca_rcache_base_frames_check(l.hit, "rcache_register");
         }
         if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
-            return register_slow(m, addr, size, flags, access_flags, reg_out, NULL);
+            return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
         }
         *reg_out = l.hit;
         return OPAL_SUCCESS;
@@ -852,31 +895,57 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     return OPAL_SUCCESS;
 }
 
-/* The hit: no lock, one probe per size class in use, one compare-and-swap. */
+/*
+ * A registration with a userfaultfd source or page-frame checks: the
+ * source's events first, the checks after the hit.
+ */
+static __attribute__((noinline)) int register_checked(grdma_t *m, void *addr, size_t size,
+                                                      uint32_t flags, int32_t access_flags,
+                                                      reg_t **reg_out)
+{
+    uffd_drain(m);
+    struct lookup l;
+    lookup_init(&l, m, addr, size, access_flags);
+    lookup_lockfree(m, &l);
+    if (NULL == l.hit) {
+        return register_slow(m, addr, size, flags, access_flags, reg_out, missed_by(&l));
+    }
+    if (m->verify_frames) {
+        mca_rcache_base_frames_check(l.hit, "rcache_register");
+    }
+    if (m->super.rcache_uffd_strict && !confirm_hit(m, l.hit)) {
+        return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
+    }
+    *reg_out = l.hit;
+    return OPAL_SUCCESS;
+}
+
+/*
+ * The hit: no lock, one probe per size class in use, one compare-and-swap.
+ * One test sends everything else elsewhere: no result pointer, a bypass
+ * registration, work left by release events or fork (register_slow), a
+ * userfaultfd source or frame checks (register_checked).
+ */
 static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size, uint32_t flags,
                           int32_t access_flags, reg_t **reg_out)
 {
     grdma_t *m = (grdma_t *) rcache;
-    uffd_drain(m);
-    bool plain = NULL != reg_out && !(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) &&
-                 !(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)));
-    if (__builtin_expect(plain, 1)) {
-        struct lookup l = {.m = m, .access = access_flags};
-        page_range(addr, size, &l.base, &l.bound);
-        lookup_lockfree(m, &l);
-        if (__builtin_expect(NULL != l.hit, 1)) {
-            if (__builtin_expect(m->verify_frames, 0)) {
-                mca_rcache_base_frames_check(l.hit, "rcache_register");
-            }
-            if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
-                return register_slow(m, addr, size, flags, access_flags, reg_out, NULL);
-            }
-            *reg_out = l.hit;
-            return OPAL_SUCCESS;
-        }
-        return register_slow(m, addr, size, flags, access_flags, reg_out, &l);
+    bool pending = m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED));
+    bool checks = (NULL != m->super.rcache_uffd) | m->verify_frames;
+    if (__builtin_expect(NULL == reg_out || (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) || pending, 0)) {
+        return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
     }
-    return register_slow(m, addr, size, flags, access_flags, reg_out, NULL);
+    if (__builtin_expect(checks, 0)) {
+        return register_checked(m, addr, size, flags, access_flags, reg_out);
+    }
+    struct lookup l;
+    lookup_init(&l, m, addr, size, access_flags);
+    lookup_lockfree(m, &l);
+    if (__builtin_expect(NULL != l.hit, 1)) {
+        *reg_out = l.hit;
+        return OPAL_SUCCESS;
+    }
+    return register_slow(m, addr, size, flags, access_flags, reg_out, missed_by(&l));
 }
 
 static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size, reg_t **reg_out)
@@ -887,8 +956,8 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
     }
     uffd_drain(m);
     grdma_progress(m);
-    struct lookup l = {.m = m, .access = 0};
-    page_range(addr, size, &l.base, &l.bound);
+    struct lookup l;
+    lookup_init(&l, m, addr, size, 0);
     lookup_lockfree(m, &l);
     if (NULL == l.hit) {
         /* Lock-free lookups may miss a registration that moved meanwhile: ask again, exactly. */
