@@ -550,14 +550,16 @@ static inline int hit_cb(void *item, void *ctx)
 {
     struct lookup *l = ctx;
     reg_t *reg = item;
-    l->seen = true;
     if (!take_ref(reg)) {
+        /* An invalid one stays so while indexed: no lookup under the lock would take it. */
+        l->seen |= !(state_load(reg).s.flags & MCA_RCACHE_FLAGS_INVALID);
         return 0;
     }
     if (covers(reg, l)) {
         l->hit = reg;
         return 1;
     }
+    l->seen = true; /* perhaps one to grow (under the lock) */
     drop_ref_cold(l->m, reg);
     return 0;
 }
@@ -824,15 +826,17 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         bool full = false; /* the index must grow first */
         deferred = NULL;
         pthread_mutex_lock(&m->lock);
+        /*
+         * The lock-free lookup met no candidate but invalid ones and no
+         * writer has been at the index since it began: the same lookup
+         * under the lock would find nothing either (taking the deferred
+         * ones out first only removes).
+         */
+        bool again = !bypass
+                     && (l.seen || (l.seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, l.seq));
         unlink_chain_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
-        /*
-         * The lock-free lookup met no candidate and no writer has been at
-         * the index since it began: the same lookup under the lock would
-         * find nothing either.
-         */
-        if (!bypass
-            && (l.seen || (l.seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, l.seq))) {
+        if (again) {
             lookup(m, &l);
         }
         if (NULL == l.hit) {
