@@ -7,6 +7,7 @@
  * might_overlap (never false when something overlaps; exact for short
  * ranges); lines of the table overflow on the way (equal keys, neighbours).  Then lock-free readers against a writer: might_overlap must
  * never miss a range that stays indexed while the writer churns others.
+ * Last, a table grown past 2 MiB (a mapping of its own).
  */
 #include "opal_config.h"
 
@@ -262,9 +263,43 @@ static void concurrent_test(void)
     mca_rcache_base_pgindex_fini(&idx);
 }
 
+/*
+ * A table past 2 MiB is a mapping of its own that grows four times over and
+ * gives its predecessor's pages back: 200 000 one-page ranges, every one
+ * found again, then none.
+ */
+#define MANY 200000
+static void large_test(void)
+{
+    item_t *many = malloc(MANY * sizeof(*many));
+    CHECK(NULL != many);
+    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
+    for (size_t i = 0; i < MANY; i++) {
+        many[i].first = many[i].last = (unsigned char *) (DENSE_BASE + 3 * i);
+        CHECK(mca_rcache_base_pgindex_room(&idx));
+        mca_rcache_base_pgindex_insert(&idx, &many[i], DENSE_BASE + 3 * i, DENSE_BASE + 3 * i);
+        grow_if_wanted();
+    }
+    CHECK_MSG(((size_t) 1 << (idx.table->bits + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT))
+                      * sizeof(mca_rcache_base_pgindex_entry_t) > ((size_t) 2 << 20),
+              "the table stayed below 2 MiB");
+    for (size_t i = 0; i < MANY; i += 7) {
+        uintptr_t p = DENSE_BASE + 3 * i;
+        CHECK_MSG(mca_rcache_base_pgindex_might_overlap(&idx, p, p), "range %zu not found", i);
+        CHECK(!mca_rcache_base_pgindex_might_overlap(&idx, p + 1, p + 2));
+    }
+    for (size_t i = 0; i < MANY; i++) {
+        mca_rcache_base_pgindex_remove(&idx, &many[i]);
+    }
+    CHECK(0 == mca_rcache_base_pgindex_size(&idx) && 0 == idx.active);
+    mca_rcache_base_pgindex_fini(&idx);
+    free(many);
+}
+
 int main(void)
 {
     oracle_test();
     concurrent_test();
+    large_test();
     return test_finish("rcache_pgindex_test");
 }

@@ -94,14 +94,27 @@ static size_t page_bytes(void)
 }
 
 /*
- * From calloc: a cache filled again and again reuses the heap's memory
- * (and calloc knows when fresh pages need no clearing); aligned to a line
- * by hand.
+ * A small table comes from calloc: a cache filled again and again reuses
+ * the heap's memory (and calloc knows when fresh pages need no clearing);
+ * aligned to a line by hand.  A table of MAPPED bytes or more is a mapping
+ * of its own, populated at once (probes read a line before inserts write
+ * it, which would fault each page twice: the zero page, then a copy): once
+ * replaced, its pages are given back (release) and nothing of it stays
+ * counted, by the heap or the resident set, but its first page.
  */
+#define MAPPED ((size_t) 1 << 21)
+
 mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(unsigned bits)
 {
     size_t bytes = sizeof(table_t) + ((size_t) sizeof(entry_t) << (bits + SLOT_SHIFT));
-    char *block = calloc(1, bytes + 64);
+    char *block;
+    if (bytes >= MAPPED) {
+        block = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        block = MAP_FAILED == block ? NULL : block;
+    } else {
+        block = calloc(1, bytes + 64);
+    }
     if (NULL == block) {
         return NULL;
     }
@@ -114,7 +127,9 @@ mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(unsigned bits
 
 void mca_rcache_base_pgindex_table_free(mca_rcache_base_pgindex_table_t *t)
 {
-    if (t) {
+    if (t && t->bytes >= MAPPED) {
+        munmap(t->block, t->bytes);
+    } else if (t) {
         free(t->block);
     }
 }
@@ -216,7 +231,15 @@ unsigned mca_rcache_base_pgindex_wanted(const pgindex_t *idx)
     const table_t *t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE);
     size_t slots = (size_t) 1 << (t->bits + SLOT_SHIFT);
     if (4 * LOAD(&idx->count) > 3 * slots) {
-        return t->bits + 1; /* load at most 3/4 */
+        /*
+         * Load at most 3/4.  A mapped table grows four times over: a
+         * quarter of the lines to copy in all; its predecessors are given
+         * back, so four times the slots still costs at most 16 / (3/16)
+         * = 85 bytes per item.  A smaller one doubles (the ones it
+         * replaces stay counted by the heap: twice at most 16 / (3/8)).
+         */
+        unsigned more = ((size_t) sizeof(entry_t) << (t->bits + SLOT_SHIFT + 1)) >= MAPPED ? 2 : 1;
+        return t->bits + more;
     }
     /*
      * Overflow bits outlive the entries that set them: rebuild when an
