@@ -55,13 +55,23 @@ static inline void state_store(reg_t *reg, int32_t count, uint32_t flags)
 /* On failure *old is reloaded. */
 static inline bool state_cas(reg_t *reg, state_t *old, state_t new_state)
 {
-    return __atomic_compare_exchange_n(&reg->reg_state, &old->w, new_state.w, false,
-                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    uint64_t expected = old->w; /* a plain word: the state stays in registers */
+    bool done = __atomic_compare_exchange_n(&reg->reg_state, &expected, new_state.w, false,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    old->w = expected;
+    return done;
 }
 
 static inline uint64_t flag_bits(uint32_t flags)
 {
     state_t st = {.s = {0, flags}};
+    return st.w;
+}
+
+/* A count of one in the state word, to add or take away. */
+static inline uint64_t count_one(void)
+{
+    state_t st = {.s = {1, 0}};
     return st.w;
 }
 
@@ -483,7 +493,8 @@ static inline bool take_ref(reg_t *reg)
 {
     state_t st = state_load(reg);
     while (state_valid(st.s.flags) && st.s.count < INT32_MAX) {
-        state_t ref = {.s = {st.s.count + 1, st.s.flags | MCA_RCACHE_GRDMA_RECENT}};
+        /* One more (no carry: below INT32_MAX), RECENT set: word arithmetic, no field moves. */
+        state_t ref = {.w = (st.w + count_one()) | flag_bits(MCA_RCACHE_GRDMA_RECENT)};
         if (state_cas(reg, &st, ref)) {
             return true;
         }
@@ -626,8 +637,7 @@ static inline int drop_ref(grdma_t *m, reg_t *reg)
         if (1 == st.s.count && !state_keep(m, st.s.flags)) {
             return drop_last_locked(m, reg);
         }
-        state_t dropped = st;
-        dropped.s.count--;
+        state_t dropped = {.w = st.w - count_one()}; /* no borrow: the count is positive */
         if (state_cas(reg, &st, dropped)) {
             break;
         }
@@ -820,6 +830,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         lookup_lockfree(m, &l);
     } else {
         l.seen = true; /* no lock-free lookup: unused, a bypass one looks for nothing */
+        l.seq = 0;
     }
     while (NULL == l.hit && NULL == reg) {
         reg_t *release = deferred;
