@@ -6,7 +6,7 @@
  *
  * A process may hold several definitions of a function: an interposer's
  * (what callers reach), libc's own (what libc's internal calls reach), and
- * the copy of libc in each dlmopen namespace (memory_dl.c).  An
+ * the copy of libc in each dlmopen namespace (memory_namespaces.c).  An
  * address-based patcher patches each, with its own entry point (a variant,
  * memory_variants.h) so that each chains to its own previous code.
  *

@@ -5,7 +5,8 @@
  *
  *   memory_alloc_intercepts.c   the allocator entry points (for a GOT patcher)
  *   memory_intercepts.c         the intercepts of munmap & co., per definition and copy
- *   memory_dl.c                 the loader watch and the dlmopen namespaces' copies of libc
+ *   memory_namespaces.c         the dlmopen namespaces' copies of libc, followed
+ *                               through the patcher's loader watch
  *   memory_patch_source.c       the source: select, install, check, uninstall
  *
  * What they share with the rest of the tree is at the end (the tools).
@@ -26,7 +27,7 @@ extern const opal_mem_source_t opal_mem_patch_source;
 
 /*
  * The copies of libc that dlmopen brings into other namespaces, for an
- * address-based patcher (memory_dl.c): each is patched with entry points
+ * address-based patcher (memory_namespaces.c): each is patched with entry points
  * of its own (a variant), FIRST_COPY_VARIANT + its index.  glibc makes 15
  * namespaces besides the base one.
  */
@@ -72,13 +73,12 @@ bool opal_mem_hooks_copy_intact(int variant);
 void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, int variant, bool unloaded);
 
 /*
- * memory_dl.c.  Watch dlopen, dlmopen and dlclose (dynamic process): after
- * each, mca_patcher_base_loader_changed() (the API on top checks the
- * source then).  An address-based patcher's watchers are ours; a GOT
- * patcher watches the loader itself.  Failing to watch is not fatal (said
- * once).
+ * memory_namespaces.c.  Have the patcher watch dlopen, dlmopen and dlclose
+ * (dynamic process): after each, mca_patcher_base_loader_changed() (the
+ * API on top checks the source then).  Without the watch no copy is
+ * patched.  Failing to watch is not fatal (said once).
  */
-void opal_mem_hooks_install_dl_watch(mca_patcher_base_style_t style);
+void opal_mem_hooks_watch_copies(void);
 /* Bring the patched copies in line with the loaded ones (hooks' lock held). */
 void opal_mem_hooks_sync_copies(mca_patcher_base_style_t style);
 /* Forget every copy (before the restore of all patches; hooks' lock held). */

@@ -121,6 +121,8 @@ uintptr_t mca_patcher_linux_dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(
 
 /* Redirect dlopen, dlmopen, dlclose, dlsym and dlvsym, unless done (with the lock held). */
 int mca_patcher_linux_dl_install(void);
+/* What our dlmopen and dlclose intercepts chain to (installed). */
+int mca_patcher_linux_dl_unwatched(mca_patcher_base_loader_t *unwatched);
 /* A slot holding this value was restored: the watchers may need installing again. */
 void mca_patcher_linux_dl_restored(uintptr_t value);
 /* Forget everything (patch_fini). */

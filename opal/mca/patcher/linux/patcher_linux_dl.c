@@ -298,6 +298,16 @@ int mca_patcher_linux_dl_install(void)
     return OPAL_SUCCESS;
 }
 
+int mca_patcher_linux_dl_unwatched(mca_patcher_base_loader_t *unwatched)
+{
+    if (0 == reals[WATCH_DLMOPEN] || 0 == reals[WATCH_DLCLOSE]) {
+        return OPAL_ERR_NOT_FOUND;
+    }
+    unwatched->dlmopen = REAL(dlmopen, WATCH_DLMOPEN);
+    unwatched->dlclose = REAL(dlclose, WATCH_DLCLOSE);
+    return OPAL_SUCCESS;
+}
+
 bool mca_patcher_linux_is_watcher(uintptr_t addr)
 {
     return is_watcher(addr);

@@ -254,6 +254,18 @@ static int linux_patch_definition(const char *symbol, uintptr_t def, uintptr_t n
     return rc;
 }
 
+/* Our dl intercepts: patch_symbol installs them too, before its first slot. */
+static int linux_watch_loader(struct mca_patcher_base_loader_t *unwatched)
+{
+    pthread_mutex_lock(&mca_patcher_linux_lock);
+    int rc = mca_patcher_linux_dl_install();
+    if (OPAL_SUCCESS == rc) {
+        rc = mca_patcher_linux_dl_unwatched(unwatched);
+    }
+    pthread_mutex_unlock(&mca_patcher_linux_lock);
+    return rc;
+}
+
 static void linux_patch_retire(uintptr_t new_addr)
 {
     pthread_mutex_lock(&mca_patcher_linux_lock);
@@ -275,6 +287,7 @@ mca_patcher_base_module_t mca_patcher_linux_module = {
     .patch_address = NULL,
     .patch_definition = linux_patch_definition,
     .patch_retire = linux_patch_retire,
+    .patch_watch_loader = linux_watch_loader,
     .patch_limits = "sees only calls made through a GOT slot: not calls inside a library that "
                     "bypass its own PLT (libc's free calling munmap), not the constructors of "
                     "an object run by dlopen before it returns, not raw syscalls, and not calls "

@@ -1,25 +1,17 @@
 /*
- * What the loader does after our setup:
+ * The copies of libc that dlmopen brings into other namespaces: their
+ * munmap & co. (and their malloc calling them) are not the ones we
+ * patched.  Each copy is patched too, with entry points of its own (its
+ * functions by an address-based patcher; the calls reaching it and its
+ * allocator by a GOT patcher).  A copy unloaded with its namespace is
+ * forgotten without writing: its pages are gone, another object may be
+ * mapped there now.
  *
- *  - a library loaded later may write over our jumps in its constructor
- *    (UCX's libucm in bistro mode, whose hooks make the system call
- *    themselves): when its dlopen returns, our jumps go back in front of
- *    its code (opal_mem_hooks_check_intercepts), before it can cost us an
- *    event;
- *  - dlmopen brings a copy of libc into each new namespace, whose munmap &
- *    co. (and its malloc calling them) are not the ones we patched: each
- *    copy is patched too, with entry points of its own (its functions by
- *    an address-based patcher; the calls reaching its allocator by a GOT
- *    patcher).  A copy unloaded with its namespace is forgotten without
- *    writing: its pages are gone, another object may be mapped there now.
- *
- * For an address-based patcher libc's dlopen, dlmopen and dlclose are
- * patched here, by address; their intercepts call the loader for the
- * caller (base_dl.h: it searches and places as without us), then report
- * through mca_patcher_base_loader_changed(), as a GOT patcher, which
- * watches them itself, does.  The loader callback (the API on top, under
- * its lock) then checks the source: the sync of the copies here, then the
- * jumps in memory_intercepts.c.
+ * The copies are followed only where the patcher watches the loader
+ * (mca_patcher_base_watch_loader): after each dlopen, dlmopen and
+ * dlclose its loader callback reaches the API on top, which checks the
+ * source (under its lock): the sync here, then the jumps in
+ * memory_intercepts.c.
  */
 #include "opal_config.h"
 
@@ -34,17 +26,14 @@
 #include "opal/memoryhooks/memory_patch.h"
 #include "opal/util/output.h"
 
+/* Weak: a static program has no loader, and glibc warns about one naming dlmopen. */
 #pragma weak dlopen
 #pragma weak dlsym
-#pragma weak dlclose
 #pragma weak dlinfo
 #pragma weak dlmopen
 
-static struct {
-    mca_patcher_base_dlopen_fn_t dlopen;
-    mca_patcher_base_dlmopen_fn_t dlmopen;
-    int (*dlclose)(void *);
-} chain;
+/* The patcher's dlmopen and dlclose past its watch, for our own lookups. */
+static mca_patcher_base_loader_t loader;
 
 /* Whether copies are patched (the loader watched); the copies: guarded by
  * the hooks' lock. */
@@ -55,76 +44,19 @@ typedef struct {
 } libc_copy_t;
 static libc_copy_t copies[OPAL_MEM_HOOKS_MAX_COPIES];
 
-/* After a successful open, for the caller: our work, then no error left by it. */
-static void *opened(void *handle)
-{
-    if (NULL != handle) {
-        mca_patcher_base_loader_changed();
-        mca_patcher_base_dl_clear_error();
-    }
-    return handle;
-}
-
-/* Entered by a jump from dlopen's entry: our return address is the caller's. */
-static void *watch_dlopen(const char *file, int mode)
-{
-    return opened(
-        mca_patcher_base_dlopen_as(__builtin_return_address(0), chain.dlopen, file, mode));
-}
-
-static void *watch_dlmopen(Lmid_t lmid, const char *file, int mode)
-{
-    return opened(
-        mca_patcher_base_dlmopen_as(__builtin_return_address(0), chain.dlmopen, lmid, file, mode));
-}
-
-static int watch_dlclose(void *handle)
-{
-    int rc = chain.dlclose(handle);
-    mca_patcher_base_loader_changed();
-    return rc;
-}
-
-static void watch_by_address(mca_patcher_base_module_t *patcher)
-{
-    static const char *const names[] = {"dlopen", "dlmopen", "dlclose"};
-    const uintptr_t entries[] = {(uintptr_t) watch_dlopen, (uintptr_t) watch_dlmopen,
-                                 (uintptr_t) watch_dlclose};
-    uintptr_t *chains[] = {(uintptr_t *) &chain.dlopen, (uintptr_t *) &chain.dlmopen,
-                           (uintptr_t *) &chain.dlclose};
-    /* libc's own definitions: another hooker's may sit in front (its GOT
-     * redirections reach ours through them). */
-    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
-    for (int i = 0; i < 3 && NULL != libc; i++) {
-        uintptr_t def = (uintptr_t) dlsym(libc, names[i]);
-        int rc = 0 == def ? OPAL_ERR_NOT_FOUND : patcher->patch_address_chain(def, entries[i], chains[i]);
-        if (OPAL_SUCCESS != rc) {
-            opal_output("memory hooks: cannot watch %s (%s): libraries loaded from now on may "
-                        "write over our hooks unnoticed until the next registration, and the "
-                        "libc of a dlmopen namespace is not patched",
-                        names[i], opal_strerror(rc));
-            break;
-        }
-        mca_patcher_base_name_patch(patcher, def, names[i]);
-        watching = (2 == i);
-    }
-    if (NULL != libc) {
-        dlclose(libc);
-    }
-}
-
-void opal_mem_hooks_install_dl_watch(mca_patcher_base_style_t style)
+void opal_mem_hooks_watch_copies(void)
 {
     if (NULL == dlopen || NULL == dlsym || NULL == dlmopen) {
         return; /* a static program has no loader to watch */
     }
-    if (MCA_PATCHER_BASE_STYLE_BY_ADDRESS == style) {
-        watch_by_address(opal_patcher);
-    } else if (MCA_PATCHER_BASE_STYLE_BY_SYMBOL == style) {
-        chain.dlmopen = dlmopen;
-        chain.dlclose = dlclose;
-        watching = true;
+    int rc = mca_patcher_base_watch_loader(&loader);
+    if (OPAL_SUCCESS != rc) {
+        opal_output("memory hooks: the loader is not watched (%s): libraries loaded from now on "
+                    "may write over our hooks unnoticed until the next registration, and the "
+                    "libc of a dlmopen namespace is not patched", opal_strerror(rc));
+        return;
     }
+    watching = true;
 }
 
 /* The namespace's libc, or NULL. */
@@ -158,14 +90,14 @@ static int patch_new_copy(mca_patcher_base_style_t style, const struct link_map 
     }
     /* A link_map is a handle for dlsym only once opened as one (a
      * dependency has no search list): open it again, loading nothing.
-     * Past our own watcher, so not reported again. */
-    void *handle = chain.dlmopen(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD);
+     * Past the patcher's watch, so not reported again. */
+    void *handle = loader.dlmopen(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD);
     if (NULL == handle) {
         return -1;
     }
     int rc = opal_mem_hooks_patch_copy(style, OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + slot,
                                        lookup_in_copy, handle);
-    chain.dlclose(handle);
+    loader.dlclose(handle);
     if (OPAL_SUCCESS != rc) {
         opal_output("memory hooks: cannot patch the libc of namespace %ld (%s): its releases are "
                     "not seen", (long) lmid, opal_strerror(rc));
