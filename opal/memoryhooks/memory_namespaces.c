@@ -24,6 +24,7 @@
 #include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/base/base_dl.h"
 #include "opal/memoryhooks/memory_patch.h"
+#include "opal/memoryhooks/memory_variants.h"
 #include "opal/util/output.h"
 
 /* Weak: a static program has no loader, and glibc warns about one naming dlmopen. */
@@ -35,14 +36,9 @@
 /* The patcher's dlmopen and dlclose past its watch, for our own lookups. */
 static mca_patcher_base_loader_t loader;
 
-/* Whether copies are patched (the loader watched); the copies: guarded by
- * the hooks' lock. */
+/* Whether copies are patched (the loader watched).  The copies are the
+ * copy variants (memory_variants.h), guarded by the hooks' lock. */
 static bool watching;
-typedef struct {
-    const struct link_map *map; /* 0 when the slot is free */
-    uintptr_t base;             /* its load address: a map reused for another load differs */
-} libc_copy_t;
-static libc_copy_t copies[OPAL_MEM_HOOKS_MAX_COPIES];
 
 void opal_mem_hooks_watch_copies(void)
 {
@@ -76,53 +72,50 @@ static uintptr_t lookup_in_copy(const char *name, void *handle)
     return (uintptr_t) dlsym(handle, name);
 }
 
-/* Patch the copy at map in a free slot: the slot, or -1. */
-static int patch_new_copy(mca_patcher_base_style_t style, const struct link_map *map)
+/* Patch the copy at map with a free copy variant: the variant, or NULL. */
+static opal_mem_variant_t *patch_new_copy(mca_patcher_base_style_t style,
+                                          const struct link_map *map)
 {
-    int slot = 0;
-    while (slot < OPAL_MEM_HOOKS_MAX_COPIES && NULL != copies[slot].map) {
-        slot++;
-    }
+    static bool said;
     Lmid_t lmid = LM_ID_BASE;
-    if (slot == OPAL_MEM_HOOKS_MAX_COPIES || NULL == dlinfo ||
-        0 != dlinfo((void *) map, RTLD_DI_LMID, &lmid)) {
-        return -1;
+    if (NULL == dlinfo || 0 != dlinfo((void *) map, RTLD_DI_LMID, &lmid)) {
+        return NULL;
+    }
+    opal_mem_variant_t *variant = opal_mem_variant_take_copy(map);
+    if (NULL == variant) {
+        if (!said) {
+            said = true;
+            opal_output("memory hooks: no variant left for the libc of namespace %ld (a build "
+                        "with %d variants): its releases are not seen",
+                        (long) lmid, NUM_VARIANTS);
+        }
+        return NULL;
     }
     /* A link_map is a handle for dlsym only once opened as one (a
      * dependency has no search list): open it again, loading nothing.
      * Past the patcher's watch, so not reported again. */
     void *handle = loader.dlmopen(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (NULL == handle) {
-        return -1;
-    }
-    int rc = opal_mem_hooks_patch_copy(style, OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + slot,
-                                       lookup_in_copy, handle);
-    loader.dlclose(handle);
-    if (OPAL_SUCCESS != rc) {
-        opal_output("memory hooks: cannot patch the libc of namespace %ld (%s): its releases are "
-                    "not seen", (long) lmid, opal_strerror(rc));
-        return -1;
-    }
-    copies[slot] = (libc_copy_t){.map = map, .base = map->l_addr};
-    return slot;
-}
-
-/* The slot of the copy patched where map is loaded now, or -1. */
-static int copy_of(const struct link_map *map)
-{
-    for (int i = 0; i < OPAL_MEM_HOOKS_MAX_COPIES; i++) {
-        if (copies[i].map == map && copies[i].base == map->l_addr) {
-            return i;
+    int rc = OPAL_ERR_NOT_FOUND;
+    if (NULL != handle) {
+        rc = opal_mem_hooks_patch_copy(style, variant, lookup_in_copy, handle);
+        loader.dlclose(handle);
+        if (OPAL_SUCCESS != rc) {
+            opal_output("memory hooks: cannot patch the libc of namespace %ld (%s): its "
+                        "releases are not seen", (long) lmid, opal_strerror(rc));
         }
     }
-    return -1;
+    if (OPAL_SUCCESS != rc) {
+        opal_mem_variant_put_copy(variant);
+        return NULL;
+    }
+    return variant;
 }
 
-/* Forget copy i: unloaded (or loaded anew), nothing is written there. */
-static void drop_copy(mca_patcher_base_style_t style, int i)
+/* Forget a copy: unloaded (or loaded anew), nothing is written there. */
+static void drop_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant)
 {
-    opal_mem_hooks_unpatch_copy(style, OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i, true);
-    copies[i].map = NULL;
+    opal_mem_hooks_unpatch_copy(style, variant, true);
+    opal_mem_variant_put_copy(variant);
 }
 
 /*
@@ -133,7 +126,7 @@ static void drop_copy(mca_patcher_base_style_t style, int i)
  */
 static void sync(mca_patcher_base_style_t style, bool patch_new)
 {
-    bool seen[OPAL_MEM_HOOKS_MAX_COPIES] = {false};
+    bool seen[NUM_VARIANTS] = {false};
     const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
     /* The base namespace's libc is patched by the setup itself. */
     while (NULL != ns && NULL != (ns = mca_patcher_base_dl_next_namespace(ns))) {
@@ -141,23 +134,23 @@ static void sync(mca_patcher_base_style_t style, bool patch_new)
         if (NULL == map) {
             continue;
         }
-        int i = copy_of(map);
-        if (i >= 0 && !opal_mem_hooks_copy_intact(OPAL_MEM_HOOKS_FIRST_COPY_VARIANT + i)) {
+        opal_mem_variant_t *variant = opal_mem_variant_copy_of(map);
+        if (NULL != variant && !opal_mem_hooks_copy_intact(variant)) {
             /* Loaded again at the same place by a dlclose and dlmopen we
              * did not see (made inside the namespace): fresh code. */
-            drop_copy(style, i);
-            i = -1;
+            drop_copy(style, variant);
+            variant = NULL;
         }
-        if (i < 0 && patch_new) {
-            i = patch_new_copy(style, map);
+        if (NULL == variant && patch_new) {
+            variant = patch_new_copy(style, map);
         }
-        if (i >= 0) {
-            seen[i] = true;
+        if (NULL != variant) {
+            seen[opal_mem_variant_index(variant)] = true;
         }
     }
-    for (int i = 0; i < OPAL_MEM_HOOKS_MAX_COPIES; i++) {
-        if (NULL != copies[i].map && !seen[i]) {
-            drop_copy(style, i);
+    for (int v = VARIANT_FIRST_COPY; v < NUM_VARIANTS; v++) {
+        if (NULL != opal_mem_variants[v].copy_map && !seen[v]) {
+            drop_copy(style, &opal_mem_variants[v]);
         }
     }
 }
@@ -173,6 +166,10 @@ void opal_mem_hooks_forget_copies(mca_patcher_base_style_t style)
 {
     /* Those still loaded are restored with every other patch. */
     sync(style, false);
-    memset(copies, 0, sizeof(copies));
+    for (int v = VARIANT_FIRST_COPY; v < NUM_VARIANTS; v++) {
+        if (NULL != opal_mem_variants[v].copy_map) {
+            opal_mem_variant_put_copy(&opal_mem_variants[v]);
+        }
+    }
     watching = false;
 }
