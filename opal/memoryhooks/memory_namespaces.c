@@ -124,7 +124,7 @@ static void drop_copy(mca_patcher_base_style_t style, opal_mem_variant_t *varian
  * debugger interface is read without its lock (debuggers do so from
  * outside): called after the loader's work, as it is here.
  */
-static void sync(mca_patcher_base_style_t style, bool patch_new)
+static void match_copies(mca_patcher_base_style_t style, bool patch_new)
 {
     bool seen[NUM_VARIANTS] = {false};
     const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
@@ -158,14 +158,14 @@ static void sync(mca_patcher_base_style_t style, bool patch_new)
 void opal_mem_hooks_sync_copies(mca_patcher_base_style_t style)
 {
     if (watching) {
-        sync(style, true);
+        match_copies(style, true);
     }
 }
 
 void opal_mem_hooks_forget_copies(mca_patcher_base_style_t style)
 {
     /* Those still loaded are restored with every other patch. */
-    sync(style, false);
+    match_copies(style, false);
     for (int v = VARIANT_FIRST_COPY; v < NUM_VARIANTS; v++) {
         if (NULL != opal_mem_variants[v].copy_map) {
             opal_mem_variant_put_copy(&opal_mem_variants[v]);

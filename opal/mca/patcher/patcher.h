@@ -5,6 +5,11 @@
  *
  * A patch is recorded with everything needed to undo it; the base undoes
  * the module's patches in reverse order when the framework closes.
+ *
+ * The folder's floors: the components (linux/, overwrite/) call the base
+ * (base/, base.h), never each other; the base calls the selected
+ * component only through the module below.  Each component's header
+ * says the floors inside it.
  */
 #ifndef OPAL_MCA_PATCHER_PATCHER_H
 #define OPAL_MCA_PATCHER_PATCHER_H
