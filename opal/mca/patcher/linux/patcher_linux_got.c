@@ -505,7 +505,7 @@ static void hook_note_definition(mca_patcher_linux_hook_t *hook, uintptr_t def)
             return;
         }
     }
-    /* A place cleared by an unload first (mca_patcher_linux_got_drop_unloaded). */
+    /* A place cleared by an unload first (mca_patcher_linux_drop_unloaded). */
     for (int i = 1; i < hook->ndefs; i++) {
         if (0 == hook->defs[i]) {
             __atomic_store_n(&hook->defs[i], def, __ATOMIC_RELEASE);
