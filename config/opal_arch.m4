@@ -5,6 +5,8 @@ dnl patcher_overwrite_x86*.c besides their own); elsewhere the component decline
 AS_CASE([$host_cpu],
         [x86_64], [opal_overwrite_arch=x86_64],
         [i?86], [opal_overwrite_arch=i386],
+        [aarch64], [opal_overwrite_arch=aarch64],
+        [powerpc64le], [opal_overwrite_arch=ppc64le],
         [opal_overwrite_arch=none])
 AS_IF([test $opal_overwrite_arch = none],
       [AC_DEFINE([OPAL_PATCHER_OVERWRITE_HAVE_ARCH], [0],

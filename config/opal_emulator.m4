@@ -34,4 +34,11 @@ AS_IF([test -n "$OPAL_TEST_EMULATOR"], [AC_MSG_RESULT([$OPAL_TEST_EMULATOR])],
       [test "$cross_compiling" = yes], [AC_MSG_RESULT([cannot: no $opal_qemu found (make check will fail)])],
       [AC_MSG_RESULT([directly])])
 AM_CONDITIONAL([OPAL_TEST_EMULATED], [test -n "$OPAL_TEST_EMULATOR"])
+dnl Whether the tests' programs are for another CPU than this machine's own
+dnl packages (valgrind, the allocators, musl-gcc, Open MPI): under the
+dnl emulator, and also where the kernel runs them itself (i686 programs on
+dnl x86_64, when this machine has an i386 C library: configure then finds
+dnl it is not cross compiling).
+AS_IF([test "$host_cpu" != "$build_cpu"], [OPAL_TEST_FOREIGN=$host_cpu], [OPAL_TEST_FOREIGN=])
+AC_SUBST([OPAL_TEST_FOREIGN])
 AC_SUBST([OPAL_OVERWRITE_ARCH], [$opal_overwrite_arch])

@@ -16,8 +16,9 @@
 #             the DSO build with patcher=linux and =overwrite (where the overwrite
 #             component has no instructions for the architecture its runs SKIP),
 #             and the built-in build's self-test; aarch64 and ppc64le also with
-#             64 KiB pages (qemu -p 65536: the registration cache's tests; the
-#             hooks there SKIP, see page_tests).  One summary line per architecture.
+#             64 KiB pages (qemu -p 65536: the registration cache's tests, and
+#             the hooks with overwrite: see page_tests).  One summary line per
+#             architecture.
 #
 # Usage: contrib/test-all.sh [configuration...]   (default: all of them)
 set -uo pipefail
@@ -144,12 +145,18 @@ cross_selftest() {
 # says SKIP).
 page_tests="test/mca/rcache/rcache_grdma_test test/mca/rcache/rcache_pgindex_test
     test/mca/rcache/rcache_many_test test/mca/rcache/rcache_lockfree_test"
+# The overwrite component reads only code mappings there: with it the hooks
+# run with the larger pages (where it has no instructions, they SKIP).
+hook_page_tests="test/memoryhooks/events_test test/memoryhooks/restore_test
+    test/memoryhooks/selftest.sh test/mca/patcher/overwrite/overwrite_reloc_test"
 
-# cross ARCH TRIPLE [PAGESIZE]: the DSO build's make check with both
-# components (and again with PAGESIZE-byte pages), the built-in build's
-# self-test; a summary line for the architecture.
+# cross ARCH TRIPLE [PAGESIZE [CPU]]: the DSO build's make check with both
+# components (and again with PAGESIZE-byte pages), the one with overwrite
+# on qemu's CPU model CPU (ppc64le: a POWER10, whose prefixed instructions
+# the relocation tests then run), the built-in build's self-test; a
+# summary line for the architecture.
 cross() {
-    local arch=$1 triple=$2 pagesize=${3:-} emulator
+    local arch=$1 triple=$2 pagesize=${3:-} cpu=${4:-} emulator
     local p0=$passed f0=$failed s0=$skipped
     if ! command -v "$triple-gcc" >/dev/null || [ ! -d "/usr/$triple" ]; then
         echo "[cross-$arch] SKIP: no $triple cross compiler or /usr/$triple (contrib/install-deps.sh)"
@@ -158,7 +165,7 @@ cross() {
     if build "cross-$arch" --host="$triple"; then
         emulator=$(sed -n 's/^OPAL_TEST_EMULATOR = //p' Makefile)
         check "cross-$arch-linux" OMPI_MCA_patcher=linux
-        check "cross-$arch-overwrite" OMPI_MCA_patcher=overwrite
+        check "cross-$arch-overwrite" OMPI_MCA_patcher=overwrite ${cpu:+QEMU_CPU=$cpu}
         if [ -n "$pagesize" ]; then
             # The tests whose ranges follow the page size (hooks, rcache, self-test).
             local n="cross-$arch-linux-$((pagesize / 1024))k"
@@ -168,6 +175,10 @@ cross() {
             echo "[$n] SKIP: the hooks with $pagesize-byte pages: qemu-user's emulated" \
                  "/proc/self/maps leaves out the GOT's mappings there (no page protection to read)"
             skipped=$((skipped + 1))
+            n="cross-$arch-overwrite-$((pagesize / 1024))k"
+            QEMU_PAGESIZE=$pagesize OMPI_MCA_patcher=overwrite make -j"$jobs" check \
+                TESTS="$hook_page_tests" >"check-$n.out" 2>&1
+            count "$n" "check-$n.out"
         fi
     else
         failed=$((failed + 1)); failures+=("cross-$arch")
@@ -282,7 +293,7 @@ run_config() {
         check_target check-ompi ompi
         ompi_routes ;;
     cross-aarch64) cross aarch64 aarch64-linux-gnu 65536 ;;
-    cross-ppc64le) cross ppc64le powerpc64le-linux-gnu 65536 ;;
+    cross-ppc64le) cross ppc64le powerpc64le-linux-gnu 65536 power10 ;;
     cross-riscv64) cross riscv64 riscv64-linux-gnu ;;
     cross-i386) cross i386 i686-linux-gnu ;;
     *) echo "unknown configuration '$1' (valid: dso builtin static asan distcheck ompi" \

@@ -4,7 +4,7 @@
 # calls): events must come from the definition callers reach, so the
 # overwrite component patches tcmalloc's munmap as well as libc's.
 [ -n "$OPAL_TEST_SANITIZER" ] && { echo "SKIP: a sanitizer runtime cannot run under a preloaded allocator"; exit 77; }
-[ -n "$OPAL_TEST_EMULATOR" ] && { echo "SKIP: a cross build: no allocator packages for $OPAL_TEST_HOST_CPU are installed (jemalloc, tcmalloc)"; exit 77; }
+[ -n "$OPAL_TEST_FOREIGN" ] && { echo "SKIP: a build for $OPAL_TEST_HOST_CPU: the allocator packages installed (jemalloc, tcmalloc) are this machine's"; exit 77; }
 . "$OPAL_TEST_SRCDIR/test/integration/preload_selftest.sh"
 libdir=/usr/lib/x86_64-linux-gnu
 status=0

@@ -7,7 +7,7 @@
 # the build machine only).
 b="$OPAL_TEST_BUILDDIR/test/integration/uffd_musl"
 command -v musl-gcc >/dev/null 2>&1 || { echo "SKIP: no musl-gcc (Debian: musl-tools)"; exit 77; }
-[ -z "$OPAL_TEST_EMULATOR" ] || { echo "SKIP: musl-gcc builds for the build machine, not for $OPAL_TEST_HOST_CPU"; exit 77; }
+[ -z "$OPAL_TEST_FOREIGN" ] || { echo "SKIP: musl-gcc builds for this machine, not for $OPAL_TEST_HOST_CPU"; exit 77; }
 mkdir -p "$b"
 # -Bstatic -lc: musl's libc.a, from the directory musl-gcc's specs add.
 musl-gcc -O2 -fPIC -c -o "$b/releaser.o" "$OPAL_TEST_SRCDIR/test/integration/uffd_musl_releaser.c" &&

@@ -4,7 +4,7 @@
 # valgrind finds no error either way.
 command -v valgrind >/dev/null || { echo "SKIP: valgrind not found (Debian package valgrind)"; exit 77; }
 [ -n "$OPAL_TEST_SANITIZER" ] && { echo "SKIP: a sanitizer build cannot run under valgrind"; exit 77; }
-[ -n "$OPAL_TEST_EMULATOR" ] && { echo "SKIP: a cross build: valgrind cannot run a program under qemu-user"; exit 77; }
+[ -n "$OPAL_TEST_FOREIGN" ] && { echo "SKIP: a build for $OPAL_TEST_HOST_CPU: valgrind cannot run a program under qemu-user, and for i686 on x86_64 it needs the i386 loader's symbols (libc6-dbg:i386, a multiarch package)"; exit 77; }
 info="$OPAL_TEST_BUILDDIR/opal_patcher_info"
 libtool="$OPAL_TEST_BUILDDIR/libtool"
 status=0

@@ -140,8 +140,8 @@ static void check_release(const char *what, int how)
         break;
     }
     case 3:
-        rc = (long) syscall(SYS_mmap, p + 2 * PAGE, 2 * PAGE, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == (long) (p + 2 * PAGE)
+        rc = (long) test_raw_mmap(p + 2 * PAGE, 2 * PAGE, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED) == (long) (p + 2 * PAGE)
                  ? 0
                  : -1;
         break;

@@ -10,9 +10,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static int test_failures;
+
+/*
+ * An anonymous mmap as a raw system call, past libc and every patch on it.
+ * Where the kernel's SYS_mmap is the old call taking one pointer to its
+ * arguments (i386), the six-argument call is SYS_mmap2.
+ */
+static inline long test_raw_mmap(void *addr, size_t len, int prot, int flags)
+{
+#ifdef SYS_mmap2
+    return syscall(SYS_mmap2, addr, len, prot, flags, -1, 0);
+#else
+    return syscall(SYS_mmap, addr, len, prot, flags, -1, 0);
+#endif
+}
 
 #define CHECK(cond)                                                                \
     do {                                                                           \

@@ -15,8 +15,9 @@
 #include <unistd.h>
 
 /* Our configuration first: a program built by mpicc includes no opal_config.h of its own. */
-#include "opal_config.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_icache.h"
+#include "opal_config.h"
 #include "test/support/test_util.h"
 
 /* A return as the function's first instruction, in the architecture's encoding. */
@@ -43,7 +44,7 @@ static inline void test_write_code(uintptr_t at, const unsigned char *bytes, siz
     uintptr_t page = at & ~(size - 1);
     mprotect((void *) page, 2 * size, PROT_READ | PROT_WRITE | PROT_EXEC);
     memcpy((void *) at, bytes, len);
-    __builtin___clear_cache((char *) at, (char *) at + len);
+    mca_patcher_overwrite_icache_sync(at, len);
     mprotect((void *) page, 2 * size, PROT_READ | PROT_EXEC);
 }
 

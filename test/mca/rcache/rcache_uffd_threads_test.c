@@ -298,8 +298,8 @@ static long stale_hits, foreign_hits, releases, rounds;
  */
 static void refill(slot_t *s, size_t len)
 {
-    long p = syscall(SYS_mmap, s->addr, len, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    long p = test_raw_mmap(s->addr, len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE);
     if (p != (long) s->addr) {
         if (p != -1) {
             syscall(SYS_munmap, p, len); /* an old kernel took the hint elsewhere */
@@ -322,15 +322,15 @@ static void release_slot(slot_t *s, unsigned how)
         syscall(SYS_madvise, s->addr, len, MADV_DONTNEED);
         break;
     case 2: {
-        long to = syscall(SYS_mmap, NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        long to = test_raw_mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS);
         syscall(SYS_mremap, s->addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
         refill(s, len);
         syscall(SYS_munmap, to, len);
         break;
     }
     case 3: /* over our own pages: no hole */
-        syscall(SYS_mmap, s->addr, len, PROT_READ | PROT_WRITE,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        test_raw_mmap(s->addr, len, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED);
         break;
     }
     memset(s->addr, 2, len); /* new pages, present */

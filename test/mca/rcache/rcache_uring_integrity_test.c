@@ -283,8 +283,8 @@ static unsigned char *rel_raw_mremap(unsigned char *b)
 }
 static unsigned char *rel_raw_map_fixed(unsigned char *b)
 {
-    long p = syscall(SYS_mmap, b, SIZE, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    long p = test_raw_mmap(b, SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED);
     return p == (long) b ? b : NULL;
 }
 

@@ -42,6 +42,32 @@ void *mca_patcher_base_dlvsym_as(const void *caller_ret, mca_patcher_base_dlvsym
                                  void *handle, const char *symbol, const char *version);
 
 /*
+ * In an intercept entered from the entry of a function patched by address
+ * (the overwrite component): the return address of the code that called
+ * that function, for the *_as calls above.  The patch jumps to the
+ * intercept, so that is the intercept's own return address, except on
+ * ppc64le: there the hop calls the intercept from a frame of its own (it
+ * must give the caller its TOC pointer back, patcher_overwrite_ppc64le.c)
+ * after saving the caller's return address where ELFv2 puts it, in the
+ * caller's frame: the return address one frame up, through the back chain
+ * that ELFv2 frames always keep.  Inlined, so that it is the intercept's.
+ */
+#if defined(__powerpc64__)
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wframe-address" /* ELFv2 frames keep the back chain */
+static inline __attribute__((always_inline)) const void *mca_patcher_base_patched_caller(void)
+{
+    return __builtin_return_address(1);
+}
+#    pragma GCC diagnostic pop
+#else
+static inline __attribute__((always_inline)) const void *mca_patcher_base_patched_caller(void)
+{
+    return __builtin_return_address(0);
+}
+#endif
+
+/*
  * After a dl call of the caller succeeded and our own work followed: the
  * lookups of that work may have left an error for dlerror(), which the
  * caller must not see (without us it would see none).

@@ -46,17 +46,17 @@ static void *opened(void *handle)
     return handle;
 }
 
-/* Entered by a jump from dlopen's entry: our return address is the caller's. */
+/* Entered from dlopen's patched entry: the caller is mca_patcher_base_patched_caller(). */
 static void *watch_dlopen(const char *file, int mode)
 {
     return opened(
-        mca_patcher_base_dlopen_as(__builtin_return_address(0), chain.dlopen, file, mode));
+        mca_patcher_base_dlopen_as(mca_patcher_base_patched_caller(), chain.dlopen, file, mode));
 }
 
 static void *watch_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
-    return opened(
-        mca_patcher_base_dlmopen_as(__builtin_return_address(0), chain.dlmopen, lmid, file, mode));
+    return opened(mca_patcher_base_dlmopen_as(mca_patcher_base_patched_caller(), chain.dlmopen,
+                                              lmid, file, mode));
 }
 
 static int watch_dlclose(void *handle)

@@ -33,6 +33,7 @@
 #include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_icache.h"
 #include "opal/util/output.h"
 #include "opal/util/proc_maps.h"
 #include "opal/util/valgrind.h"
@@ -71,33 +72,82 @@ static bool near(uintptr_t a, uintptr_t b, size_t slack)
     return d + slack < arch()->reach;
 }
 
+/* A private page at hint if the kernel puts it within reach of target, or NULL. */
+static unsigned char *map_near(uintptr_t hint, uintptr_t target, size_t page)
+{
+    void *p = mmap((void *) hint, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        return NULL;
+    }
+    if (near((uintptr_t) p, target, 2 * page)) {
+        return p;
+    }
+    munmap(p, page);
+    return NULL;
+}
+
+/* Free gaps within reach of a target (/proc/self/maps): the page of each nearest to it. */
+#define GAP_HINTS 64
+typedef struct gap_ctx_t {
+    uintptr_t target, page, prev_end;
+    uintptr_t hint[GAP_HINTS];
+    int n;
+} gap_ctx_t;
+
+static bool gap_visit(const opal_proc_maps_entry_t *e, void *arg)
+{
+    gap_ctx_t *c = arg;
+    if (e->start >= c->prev_end + c->page) {
+        const uintptr_t lo = c->prev_end, hi = e->start - c->page;
+        const uintptr_t h = c->target < lo ? lo : c->target > hi ? hi : c->target & ~(c->page - 1);
+        if (near(h, c->target, 2 * c->page)) {
+            c->hint[c->n++] = h;
+        }
+    }
+    c->prev_end = e->end > c->prev_end ? e->end : c->prev_end;
+    return c->n < GAP_HINTS && e->end < c->target + arch()->reach;
+}
+
 /*
- * A private page within reach of target: try hints at growing distances
- * below and above it (the kernel takes a free hint as is), in steps of a
- * 128th of the reach (16 MiB for +-2 GiB), sparser beyond half of it.
+ * A private page within reach of target.  First two pages after the last
+ * one made (one page apart, so that each stays a mapping of its own, which
+ * adoption reads): the hints below give at most a few hundred distinct
+ * pages where the kernel puts a taken hint out of reach (qemu-user does; so
+ * does a kernel for a target far from its mmap area, with aarch64's +-128
+ * MiB).  Then hints at growing distances below and above it (the kernel
+ * takes a free hint as is), in steps of a 128th of the reach (16 MiB for
+ * +-2 GiB), sparser beyond half of it.
+ * Those are some 130 places: where the reach is short (+-32 MiB for
+ * ppc64le's b) they may all be taken by earlier trampolines while pages
+ * are free between them, so then each free gap in reach is tried, at its
+ * page nearest to target.
  */
 static unsigned char *alloc_near(uintptr_t target, size_t page)
 {
+    static uintptr_t last; /* under overwrite_lock */
     const uintptr_t reach = arch()->reach;
     const uintptr_t step = (reach >> 7) > page ? (reach >> 7) & ~(uintptr_t) (page - 1) : page;
-    for (uintptr_t d = step; d < reach; d += d < 64 * step ? step : 16 * step) {
-        for (int dir = -1; dir <= 1; dir += 2) {
+    unsigned char *p = last ? map_near(last + 2 * page, target, page) : NULL;
+    for (uintptr_t d = step; NULL == p && d < reach; d += d < 64 * step ? step : 16 * step) {
+        for (int dir = -1; NULL == p && dir <= 1; dir += 2) {
             uintptr_t hint = (dir < 0 ? target - d : target + d) & ~(page - 1);
             if ((dir < 0 && target < d) || hint == 0) {
                 continue;
             }
-            void *p = mmap((void *) hint, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                           -1, 0);
-            if (p == MAP_FAILED) {
-                continue;
-            }
-            if (near((uintptr_t) p, target, 2 * page)) {
-                return p;
-            }
-            munmap(p, page);
+            p = map_near(hint, target, page);
         }
     }
-    return NULL;
+    gap_ctx_t gaps = {.target = target, .page = page, .prev_end = page};
+    if (NULL == p) {
+        opal_proc_maps_foreach(gap_visit, &gaps);
+    }
+    for (int i = 0; i < gaps.n && NULL == p; i++) {
+        p = map_near(gaps.hint[i], target, page);
+    }
+    if (p) {
+        last = (uintptr_t) p;
+    }
+    return p;
 }
 
 static int decline(const char *symbol, uintptr_t func, const char *why)
@@ -111,6 +161,8 @@ static int decline(const char *symbol, uintptr_t func, const char *why)
 static int build_page(unsigned char *buf, uintptr_t mem, uintptr_t at, uintptr_t intercept,
                       mca_patcher_overwrite_reloc_t *reloc, char *why, size_t why_size)
 {
+    /* Zeros between the hop and the trampoline: a page to adopt is compared byte for byte. */
+    memset(buf, 0, TRAMP_OFFSET);
     memcpy(buf, MAGIC, 8);
     memcpy(buf + 8, &at, sizeof(at));
     arch()->hop(buf + HOP_OFFSET, mem + HOP_OFFSET, intercept, at);
@@ -192,6 +244,8 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
             free(t);
             return decline(symbol, func, why);
         }
+        /* What the processors fetch must be what was written (Power, Arm). */
+        mca_patcher_overwrite_icache_sync((uintptr_t) mem, TRAMP_OFFSET + t->reloc.tramp_len);
         if (0 != mprotect(mem, page, PROT_READ | PROT_EXEC)) {
             munmap(mem, page);
             free(t);
@@ -336,13 +390,21 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
         rc = decline(symbol, func, "the trampoline is out of jump range");
     } else {
         const char *reason = NULL;
+        uintptr_t old_chain = 0;
         if (chain) {
             /* Another thread may enter the intercept as soon as the jump is written. */
-            __atomic_store_n(chain, patch->patch_chain, __ATOMIC_SEQ_CST);
+            old_chain = __atomic_exchange_n(chain, patch->patch_chain, __ATOMIC_SEQ_CST);
         }
         rc = write_patch(at, patch->patch_data, a->jump_size, t, true, &reason);
         if (OPAL_SUCCESS != rc) {
             decline(symbol, func, reason);
+            if (chain) {
+                /* An earlier jump of ours left in place (its restore failed)
+                 * still leads to the intercept: it must keep chaining to
+                 * what that jump displaced, not to our new trampoline,
+                 * which would jump back to it. */
+                __atomic_store_n(chain, old_chain, __ATOMIC_SEQ_CST);
+            }
         }
     }
     if (OPAL_SUCCESS != rc) {

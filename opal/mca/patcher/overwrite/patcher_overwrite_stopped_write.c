@@ -14,11 +14,15 @@
  *      an inner boundary of the displaced instructions goes to that
  *      instruction's copy in the trampoline; restoring, a PC strictly
  *      inside the entry jump goes to the hop, where the rest of the jump
- *      would have taken it.  Without every answer the write is declined.
- *   2. The bytes are stored, and __builtin___clear_cache makes them what
- *      every processor fetches: each architecture's file says what that
- *      expands to and which rule of its manual it meets (D-cache clean to
- *      the point of unification, I-cache invalidate, the barriers).
+ *      would have taken it.  A round that misses an answer (a thread
+ *      blocking signals for a moment) is tried again; without every answer
+ *      in about 2 s the write is declined.
+ *   2. The bytes are stored, and mca_patcher_overwrite_icache_sync
+ *      (__builtin___clear_cache, or Power's own sequence where GCC's is
+ *      empty: patcher_overwrite_icache.h) makes them what every processor
+ *      fetches: each architecture's file says what that does and which
+ *      rule of its manual it meets (D-cache clean to the point of
+ *      unification, I-cache invalidate, the barriers).
  *   3. The threads are released.  Each one leaves the handler through the
  *      kernel's signal return, a context synchronization on every one of
  *      these architectures (eret, rfid, sret), so none runs an instruction
@@ -38,12 +42,13 @@
 #include <string.h>
 
 #include "opal/constants.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_icache.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_stopped_write.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_threads.h"
 
 void mca_patcher_overwrite_stopped_code_write(mca_patcher_overwrite_write_t *w)
 {
-    const mca_patcher_overwrite_round_t hold = {
+    mca_patcher_overwrite_round_t hold = {
         .addr = w->addr,
         .len = w->len,
         .tramp = w->tramp,
@@ -59,7 +64,7 @@ void mca_patcher_overwrite_stopped_code_write(mca_patcher_overwrite_write_t *w)
         w->reason = "cannot install the signal handler that holds threads during the code write";
         return;
     }
-    if (!mca_patcher_overwrite_threads_run(&hold)) { /* 1 */
+    if (!mca_patcher_overwrite_threads_run_patiently(&hold, NULL, NULL)) { /* 1 */
         w->rc = OPAL_ERR_NOT_SUPPORTED;
         w->reason = "a thread did not answer the signal (SIGRTMAX, or a little below under "
                     "qemu-user) that holds it during the code write (signal blocked?)";
@@ -74,7 +79,7 @@ void mca_patcher_overwrite_stopped_code_write(mca_patcher_overwrite_write_t *w)
     } else {
         memcpy((void *) w->addr, w->bytes, w->len);
     }
-    __builtin___clear_cache((char *) w->addr, (char *) w->addr + w->len);
+    mca_patcher_overwrite_icache_sync(w->addr, w->len);
     mca_patcher_overwrite_threads_release(); /* 3 */
 }
 

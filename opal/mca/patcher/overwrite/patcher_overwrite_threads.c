@@ -179,7 +179,12 @@ int mca_patcher_overwrite_threads_init(void)
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    /* SA_ONSTACK: on a thread with an alternate signal stack, run there.
+     * Go's threads run goroutines on small stacks with no room for a
+     * signal frame and keep an alternate stack for signals (Go's cgo rule:
+     * a handler installed by non-Go code must use SA_ONSTACK); without one
+     * it means nothing. */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     sa.sa_sigaction = request_handler;
     if (0 == request_signal || sigaction(request_signal, &sa, &prev_request) != 0) {
@@ -331,12 +336,23 @@ static bool list_threads(const mca_patcher_overwrite_round_t *r, bool add)
     return opal_proc_foreach_task(list_one, &l) && l.ok;
 }
 
-static bool all_answered(void)
+/*
+ * Whether every asked thread has answered, or has exited meanwhile: a
+ * thread just joined may still be listed while it exits (under qemu-user
+ * the emulator's host thread outlives the guest's join for a while), and
+ * takes no signal any more.
+ */
+static bool all_answered(pid_t pid)
 {
     for (int k = 0; k < nasked; k++) {
-        if (!atomic_load(&asked[k].answered)) {
-            return false;
+        if (atomic_load(&asked[k].answered)) {
+            continue;
         }
+        if (syscall(SYS_tgkill, pid, asked[k].tid, 0) != 0 && errno == ESRCH) {
+            atomic_store(&asked[k].answered, true);
+            continue;
+        }
+        return false;
     }
     return true;
 }
@@ -344,8 +360,9 @@ static bool all_answered(void)
 static bool wait_answers(long timeout_ns)
 {
     struct timespec start, now, pause = {0, 100000};
+    const pid_t pid = getpid();
     clock_gettime(CLOCK_MONOTONIC, &start);
-    while (!all_answered()) {
+    while (!all_answered(pid)) {
         nanosleep(&pause, NULL);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >
@@ -401,6 +418,35 @@ bool mca_patcher_overwrite_threads_run(const mca_patcher_overwrite_round_t *roun
         result = run_once(round);
     }
     return ROUND_DONE == result;
+}
+
+/* A patient run's waits: 10 ms first, doubling up to 160 ms (a slow
+ * emulator's rounds), about 2 s of waiting in all. */
+#define PATIENT_FIRST_WAIT_NS 10000000L
+#define PATIENT_MAX_WAIT_NS   160000000L
+#define PATIENT_GIVE_UP_NS    2000000000L
+
+bool mca_patcher_overwrite_threads_run_patiently(mca_patcher_overwrite_round_t *round,
+                                                 void (*set_aside)(void *arg, bool aside),
+                                                 void *arg)
+{
+    const struct timespec let_them_run = {0, 2000000};
+    round->timeout_ns = PATIENT_FIRST_WAIT_NS;
+    for (long waited = 0; !mca_patcher_overwrite_threads_run(round); waited += round->timeout_ns) {
+        if (waited + round->timeout_ns >= PATIENT_GIVE_UP_NS) {
+            return false;
+        }
+        if (set_aside) {
+            set_aside(arg, true);
+        }
+        nanosleep(&let_them_run, NULL);
+        if (set_aside) {
+            set_aside(arg, false);
+        }
+        round->timeout_ns = round->timeout_ns < PATIENT_MAX_WAIT_NS / 2 ? 2 * round->timeout_ns
+                                                                        : PATIENT_MAX_WAIT_NS;
+    }
+    return true;
 }
 
 void mca_patcher_overwrite_threads_release(void)

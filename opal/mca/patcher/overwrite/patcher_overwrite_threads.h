@@ -51,6 +51,21 @@ int mca_patcher_overwrite_threads_init(void);
  */
 bool mca_patcher_overwrite_threads_run(const mca_patcher_overwrite_round_t *round);
 
+/*
+ * mca_patcher_overwrite_threads_run, tried again while a thread does not
+ * answer: one that blocks signals for a moment (Go's runtime does, around
+ * pthread_create) answers a later try.  The first try waits 10 ms for the
+ * answers, each next one twice as long up to 160 ms; after about 2 s of
+ * waiting in all, false.  Between two tries, set_aside(arg, true) (may be
+ * NULL) takes away what keeps such a thread from going on (the x86
+ * writer's self-loop), 2 ms pass, and set_aside(arg, false) puts it back.
+ * It sets round->timeout_ns for each try.  The handlers read the round
+ * itself: with a hold it must live until the release.
+ */
+bool mca_patcher_overwrite_threads_run_patiently(mca_patcher_overwrite_round_t *round,
+                                                 void (*set_aside)(void *arg, bool aside),
+                                                 void *arg);
+
 /* The end of a hold: the held threads return from the handler. */
 void mca_patcher_overwrite_threads_release(void);
 

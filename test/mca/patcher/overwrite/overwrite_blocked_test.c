@@ -1,18 +1,21 @@
 /*
  * Patching and restoring while a thread that blocks signals calls the
  * function.  Go's runtime and others call mmap with every signal blocked;
- * a thread that meets an int3 then is killed by the kernel.
+ * a thread that met a trap (int3) there would be killed by the kernel.
  *
  * - A thread with every signal blocked for good calls a target whose
  *   patch needs no thread moved (its jump straddles an 8-byte word: no
  *   single store) while the main thread patches and restores it.  On x86
  *   every patch succeeds (the thread waits at the self-loop, see
  *   patcher_overwrite_x86_write.c); where the write holds every thread in
- *   a signal handler it declines, saying so.  Every call returns the
- *   right value and the process lives.
+ *   a signal handler it declines, saying so (under qemu-user it may patch
+ *   instead, see below).  Every call returns the right value and the
+ *   process lives.
  * - A thread that blocks every signal around one call in 4096 calls a target
  *   whose patch moves threads: every patch succeeds (an answer that comes
- *   late is waited for, or the write retried).
+ *   late is waited for, or the write retried).  On x86 the same with a
+ *   target whose first instruction is one byte (push, as glibc's i386
+ *   mmap begins), whose write holds every other thread first.
  */
 #include "opal_config.h"
 
@@ -21,6 +24,7 @@
 #include <stdatomic.h>
 
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
+#include "test/support/emulated.h"
 
 typedef long (*fn6_t)(long, long, long, long, long, long);
 
@@ -115,9 +119,13 @@ int main(void)
     mca_patcher_base_module_t *patcher = overwrite_test_setup();
     code_page_t cp;
     code_page_init(&cp);
-    /* Misaligned by 5: the jump's bytes straddle an 8-byte word. */
+    /* Misaligned (x86: the jump's bytes straddle an 8-byte word). */
     fn6_t straddling = (fn6_t) code_page_add(&cp, test_fn_plus42, sizeof(test_fn_plus42), 5);
     fn6_t mover = (fn6_t) code_page_add(&cp, test_fn_mmap_like, sizeof(test_fn_mmap_like), 0);
+#ifdef OVERWRITE_TEST_HOLD_FN
+    fn6_t hold = (fn6_t) code_page_add(&cp, OVERWRITE_TEST_HOLD_FN, sizeof(OVERWRITE_TEST_HOLD_FN),
+                                       0);
+#endif
     code_page_seal(&cp);
     int declined;
 
@@ -132,9 +140,20 @@ int main(void)
 #else
     int rounds = 2; /* each decline waits out the answer's timeout */
     int ok = patch_while(patcher, blocked_for_good, rounds, &declined);
-    CHECK_MSG(rounds == declined, "%d of %d patches declined with a thread that cannot be held "
-                                  "(every signal blocked) calling the function (%d succeeded)",
-              declined, rounds, ok);
+    if (test_emulated()) {
+        /* /proc shows the emulator's host thread: running guest code, it
+         * may be inside one of qemu's own system calls, look asleep off
+         * the bytes, and be let be (patcher_overwrite_threads.c). */
+        printf("note: emulated: %d declined, %d patched with a thread that cannot be held\n",
+               declined, ok);
+        CHECK(rounds == declined + ok);
+    } else {
+        CHECK_MSG(rounds == declined,
+                  "%d of %d patches declined with a thread that cannot be "
+                  "held (every signal blocked) calling the function (%d "
+                  "succeeded)",
+                  declined, rounds, ok);
+    }
 #endif
     long calls1 = atomic_load(&calls), hits1 = atomic_load(&hits);
 
@@ -145,6 +164,16 @@ int main(void)
     CHECK_MSG(rounds == ok, "%d of %d patches succeeded with a thread that blocks every signal "
                             "now and then calling the function (%d declined)",
               ok, rounds, declined);
+#ifdef OVERWRITE_TEST_HOLD_FN
+    target = hold;
+    expected = plus42;
+    ok = patch_while(patcher, blocked_now_and_then, rounds, &declined);
+    CHECK_MSG(rounds == ok,
+              "%d of %d patches with every other thread held succeeded with a "
+              "thread that blocks every signal now and then calling the function "
+              "(%d declined)",
+              ok, rounds, declined);
+#endif
     printf("%ld calls, %ld intercepted, %ld wrong; then %ld calls, %ld intercepted\n", calls1,
            hits1, (long) wrong, (long) calls - calls1, (long) hits - hits1);
     CHECK_MSG(0 == wrong, "%ld calls returned a wrong value", (long) wrong);

@@ -90,13 +90,14 @@ static void check_unchanged(const char *name, uintptr_t addr, const code_state_t
 }
 
 /*
- * Patch f, call it with each argument set: the intercept must run once per
- * call and the result must be the original's.  Then restore and compare.
+ * Patch f to jump to icpt, call it (through 'call', which reaches it) with
+ * each argument set: the intercept must run once per call and the result
+ * must be the original's.  Then restore and compare.
  */
-static void check_patch(const char *name, void *f, const long args[][6], int nargs,
-                        size_t expect_skip)
+static void check_patch_via(const char *name, void *f, void *call, void *icpt,
+                            const long args[][6], int nargs, size_t expect_skip)
 {
-    fn6_t fn = (fn6_t) f;
+    fn6_t fn = (fn6_t) call;
     long expect[8];
     code_state_t before;
     for (int i = 0; i < nargs; i++) {
@@ -104,7 +105,7 @@ static void check_patch(const char *name, void *f, const long args[][6], int nar
     }
     snapshot((uintptr_t) f, &before);
 
-    int rc = patcher->patch_address((uintptr_t) f, (uintptr_t) intercept);
+    int rc = patcher->patch_address((uintptr_t) f, (uintptr_t) icpt);
     CHECK_MSG(OPAL_SUCCESS == rc, "%s: patch_address returned %d", name, rc);
     if (OPAL_SUCCESS != rc) {
         return;
@@ -135,6 +136,12 @@ static void check_patch(const char *name, void *f, const long args[][6], int nar
               "%s: not back to the original after restore", name);
 }
 
+static void check_patch(const char *name, void *f, const long args[][6], int nargs,
+                        size_t expect_skip)
+{
+    check_patch_via(name, f, f, (void *) intercept, args, nargs, expect_skip);
+}
+
 /* A decline: nothing changed, and (when says is given) the message has it. */
 static void check_decline(const char *name, void *f, const char *says)
 {
@@ -154,6 +161,10 @@ static void check_decline(const char *name, void *f, const char *says)
 /* The architecture's own cases: reloc_arch_cases(cp, base). */
 #if defined(__x86_64__) || defined(__i386__)
 #    include "test/mca/patcher/overwrite/overwrite_reloc_x86.h"
+#elif defined(__aarch64__)
+#    include "test/mca/patcher/overwrite/overwrite_reloc_aarch64.h"
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
+#    include "test/mca/patcher/overwrite/overwrite_reloc_ppc64le.h"
 #endif
 
 /*

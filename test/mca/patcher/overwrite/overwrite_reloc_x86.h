@@ -221,7 +221,7 @@ static void reloc_arch_cases(code_page_t *cp, unsigned char *base)
     unsigned char *jrcxz = code_page_add(cp, jrcxz_fn, sizeof(jrcxz_fn), 0);
     unsigned char *frame = code_page_add(cp, push_sub, sizeof(push_sub), 0);
     unsigned char *endbr = code_page_add(cp, endbr_fn, sizeof(endbr_fn), 0);
-    /* Misaligned copies: the 5 bytes straddle an 8-byte word (int3 protocol). */
+    /* Misaligned copies: the 5 bytes straddle an 8-byte word (no single store). */
     unsigned char *base_odd = code_page_add(cp, test_fn_plus42, sizeof(test_fn_plus42), 5);
 
     int32_t konst = KONST;

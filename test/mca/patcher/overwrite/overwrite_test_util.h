@@ -15,6 +15,7 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
+#include "opal/mca/patcher/overwrite/patcher_overwrite_icache.h"
 #include "opal/runtime/opal.h"
 #include "test/support/test_util.h"
 
@@ -51,6 +52,14 @@ static inline mca_patcher_base_module_t *overwrite_test_setup(void)
  */
 #if defined(__x86_64__) || defined(__i386__)
 #    include "test/mca/patcher/overwrite/overwrite_test_x86.h"
+#elif defined(__aarch64__)
+#    include "test/mca/patcher/overwrite/overwrite_test_aarch64.h"
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
+#    include "test/mca/patcher/overwrite/overwrite_test_ppc64le.h"
+#endif
+/* Instructions begin at multiples of this (a 'misalign' is rounded down to it). */
+#ifndef OVERWRITE_TEST_INSN_ALIGN
+#    define OVERWRITE_TEST_INSN_ALIGN 1
 #endif
 
 /* A page of hand-assembled code: write while RW, then make it RX. */
@@ -77,11 +86,14 @@ static inline unsigned char *code_page_next(const code_page_t *cp, size_t misali
     return cp->base + ((cp->used + 15) & ~(size_t) 15) + misalign;
 }
 
-/* Place bytes at the next 16-byte aligned spot (plus 'misalign'); returns their address. */
+/*
+ * Place bytes at the next 16-byte aligned spot plus 'misalign' (as far as
+ * the architecture's instructions can be misaligned); returns their address.
+ */
 static inline unsigned char *code_page_add(code_page_t *cp, const void *bytes, size_t len,
                                            size_t misalign)
 {
-    unsigned char *at = code_page_next(cp, misalign);
+    unsigned char *at = code_page_next(cp, misalign & ~(size_t) (OVERWRITE_TEST_INSN_ALIGN - 1));
     cp->used = (size_t) (at - cp->base);
     memcpy(at, bytes, len);
     cp->used += len;
@@ -91,8 +103,7 @@ static inline unsigned char *code_page_add(code_page_t *cp, const void *bytes, s
 static inline void code_page_seal(code_page_t *cp)
 {
     /* What the CPU fetches must be what was written (a no-op on x86). */
-    __builtin___clear_cache((char *) cp->base,
-                            (char *) cp->base + 2 * (size_t) sysconf(_SC_PAGESIZE));
+    mca_patcher_overwrite_icache_sync((uintptr_t) cp->base, 2 * (size_t) sysconf(_SC_PAGESIZE));
     if (mprotect(cp->base, 2 * (size_t) sysconf(_SC_PAGESIZE), PROT_READ | PROT_EXEC)) {
         perror("mprotect");
         exit(1);

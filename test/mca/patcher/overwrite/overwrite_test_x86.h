@@ -24,8 +24,9 @@ static const unsigned char test_fn_mmap_like[] = {
     0x48, 0x8d, 0x47, 0x02,                   /* lea 2(%rdi),%rax */
     0xc3,                                     /* ret */
 };
-/* x + 42 behind a 1-byte first instruction, as dlopen begins: the x86
- * write guards it with an int3 (its self-loop needs 2 bytes). */
+/* x + 42 behind a 1-byte first instruction, as dlopen and glibc's i386
+ * mmap begin: the x86 write holds every other thread first (its self-loop
+ * would cover the start of the second instruction). */
 static const unsigned char test_fn_push_first[] = {
     0x53,             /* push %rbx */
     0x8d, 0x47, 0x2a, /* lea 42(%rdi),%eax */
@@ -64,7 +65,7 @@ static const unsigned char test_fn_push_first[] = {
  * write needs no signal from a thread that runs into it: one that blocks
  * every signal is not in the way (overwrite_blocked_test). */
 #define OVERWRITE_TEST_WRITE_PAST_BLOCKED 1
-/* The int3 protocol's SIGTRAP handler is there to test (overwrite_fini_test). */
-#define OVERWRITE_TEST_TRAP_FN test_fn_push_first
+/* A target whose write holds every other thread (overwrite_fini_test). */
+#define OVERWRITE_TEST_HOLD_FN test_fn_push_first
 
 #endif

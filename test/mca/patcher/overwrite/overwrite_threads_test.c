@@ -1,8 +1,8 @@
 /*
  * Patching and restoring while other threads call the function: 4 threads
  * call two targets in a loop (one patched with a single 8-byte store, one
- * whose displaced instructions need the int3 protocol with threads moved
- * off the bytes) while the main thread patches and restores both 200
+ * whose displaced instructions need the other threads moved off the
+ * bytes) while the main thread patches and restores both 200
  * times.  Every call must return the original's value, nothing may crash,
  * and the intercepts must have run.
  */
