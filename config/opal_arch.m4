@@ -7,7 +7,15 @@ AS_CASE([$host_cpu],
         [i?86], [opal_overwrite_arch=i386],
         [aarch64], [opal_overwrite_arch=aarch64],
         [powerpc64le], [opal_overwrite_arch=ppc64le],
+        [riscv64], [opal_overwrite_arch=riscv64],
         [opal_overwrite_arch=none])
+dnl Every architecture CI builds has instructions; this builds the component
+dnl as it is on one it does not know, so that its decline is tested
+dnl (overwrite_decline_test; contrib/test-all.sh's distcheck).
+AC_ARG_ENABLE([overwrite-instructions],
+              [AS_HELP_STRING([--disable-overwrite-instructions],
+                              [build the overwrite patcher without this architecture's instructions: it declines, as on an architecture it has none for])])
+AS_IF([test "$enable_overwrite_instructions" = no], [opal_overwrite_arch=none])
 AS_IF([test $opal_overwrite_arch = none],
       [AC_DEFINE([OPAL_PATCHER_OVERWRITE_HAVE_ARCH], [0],
                  [Whether the overwrite patcher has instructions for this architecture])],

@@ -47,7 +47,7 @@ for n in 100 1000 10000 100000 1000000; do
 done
 # The dumps: $out/DRIVER.N.K, one per phase ("desc: Trigger: Client Request: PHASE"), whose
 # "events:" line names the columns of "summary:".  Per operation = (the phase's - the empty
-# loop's) / ops.
+# loop's) / ops; the fill phase has N operations (the N registrations of an empty cache).
 cat "$out"/*.log | awk -v drivers="$drivers" -v out="$out" -v sim="${cachesim:+1}" '
     / ops=/ { split($0, f, "ops="); ops = f[2] }
     function load(d, n,    k, f, l, name, ev, nev, val, i) {   # cost[PHASE, EVENT]; 0 if none
@@ -79,8 +79,11 @@ cat "$out"/*.log | awk -v drivers="$drivers" -v out="$out" -v sim="${cachesim:+1
         for (n = 100; n <= 1000000; n *= 10) {
             for (d = 1; d <= nd; d++) {
                 ok[d] = load(drv[d], n)
-                for (p = 1; p <= nph; p++)
-                    v[d, p] = ok[d] && (ph[p] in cost) ? (cost[ph[p], e] - cost["loop", e]) / ops : ""
+                for (p = 1; p <= nph; p++) {
+                    if (!ok[d] || !(ph[p] in cost)) v[d, p] = ""
+                    else if (ph[p] == "fill") v[d, p] = cost[ph[p], e] / n - cost["loop", e] / ops
+                    else v[d, p] = (cost[ph[p], e] - cost["loop", e]) / ops
+                }
             }
             if (!ok[1]) continue
             printf "%8d", n
@@ -96,7 +99,7 @@ cat "$out"/*.log | awk -v drivers="$drivers" -v out="$out" -v sim="${cachesim:+1
     }
     END {
         nd = split(drivers, drv, " ")
-        nph = split("hit,get,find,miss,rel c,rel u,rel c+reg", ph, ",")
+        nph = split("hit,get,find,miss,fill,rel c,rel u,rel c+reg", ph, ",")
         table("Ir", "instructions per operation", "%.1f")
         if (sim) {
             table("D1mr", "D1 read misses per operation", "%.2f")

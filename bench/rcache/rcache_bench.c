@@ -4,6 +4,8 @@
  *
  *   hit     register + deregister of a random one of N cached one-page regions
  *   miss    the same on a region not cached (no-op register_mem)
+ *   fill    a fresh cache filled with the N regions one after the other, per
+ *           registration: every growth of the cache's index included
  *   find    rcache_find + deregister (grdma only: ucs_rcache has no find)
  *   hit xT  the hit, T threads at once (ns per operation per thread)
  *   unmap+  what the release event adds to munmap of one page that a
@@ -58,12 +60,13 @@
 #define BATCH 1000      /* hits, finds or misses timed at once */
 #define UNMAPS 2000     /* samples of unmap and release, over all rounds */
 #define MISSES 20000    /* over all rounds */
+#define FILL_ROUNDS 4   /* fills per side and N (10^6 registrations take 0.1-1 s) */
 #define FLOOR_LOADS 100000 /* dependent loads per round */
 #define LINE 64
 #define MAX_THREADS 4
 
 typedef struct result_t {
-    double hit[MAX_THREADS + 1], miss, find, unmap_cov, unmap_unc, munmap_cov, rel_cov, rel_reg,
+    double hit[MAX_THREADS + 1], miss, fill, find, unmap_cov, unmap_unc, munmap_cov, rel_cov, rel_reg,
         rel_unc, floor, bytes;
     int valid;
 } result_t;
@@ -75,6 +78,7 @@ typedef enum step_t {
     STEP_MISS,     /* a round of misses; the last round drops them again */
     STEP_UNMAP,    /* a round of unmap samples; the last round takes the medians */
     STEP_RELEASE,  /* a round of release samples; the last round takes the medians */
+    STEP_FILL,     /* the first FILL_ROUNDS rounds: a fresh cache filled again, timed */
     STEP_TEARDOWN, /* destroy the cache */
 } step_t;
 
@@ -84,7 +88,8 @@ typedef struct command_t {
     int round;
 } command_t;
 
-static const step_t rounds_of[] = {STEP_HIT, STEP_FIND, STEP_MISS, STEP_UNMAP, STEP_RELEASE};
+static const step_t rounds_of[] = {STEP_HIT,    STEP_FIND,    STEP_MISS,
+                                   STEP_UNMAP,  STEP_RELEASE, STEP_FILL};
 static const size_t ns[] = {100, 1000, 10000, 100000, 1000000};
 #define NN (sizeof(ns) / sizeof(ns[0]))
 
@@ -241,6 +246,16 @@ static void release_samples(size_t at, size_t n)
     }
 }
 
+/* Register (and keep cached) the N pages of 'cached', in order; ns per registration. */
+static double fill_cache(void)
+{
+    double t0 = bench_now_ns();
+    for (size_t i = 0; i < ncached; i++) {
+        drv->put(drv->get(cached + i * bench_page, bench_page));
+    }
+    return (bench_now_ns() - t0) / ncached;
+}
+
 static int setup(size_t n, result_t *r)
 {
     if (0 != drv->create()) {
@@ -253,9 +268,7 @@ static int setup(size_t n, result_t *r)
     missing = bench_map(MISSES * bench_page);
     long rss0 = rss_bytes();
     double heap0 = held_bytes();
-    for (size_t i = 0; i < ncached; i++) {
-        drv->put(drv->get(cached + i * bench_page, bench_page));
-    }
+    r->fill = fill_cache();
     /* The larger of the two: a cache may take memory from malloc or map its own. */
     double heap = held_bytes() - heap0, rss = (double) (rss_bytes() - rss0);
     r->bytes = (heap > rss ? heap : rss) / ncached - (double) drv->sizeof_reg;
@@ -302,6 +315,17 @@ static void run_step(const command_t *c, result_t *r)
             r->rel_cov = median(cov, UNMAPS);
             r->rel_reg = median(both, UNMAPS);
             r->rel_unc = median(unc, UNMAPS);
+        }
+        break;
+    case STEP_FILL:
+        /* The set of N cached pages again, in a fresh cache (the old one destroyed first). */
+        if (c->round < FILL_ROUNDS) {
+            drv->destroy();
+            if (0 != drv->create()) {
+                fprintf(stderr, "rcache_bench: %s could not be created again\n", drv->name);
+                exit(1);
+            }
+            keep_best(&r->fill, c->round, fill_cache());
         }
         break;
     case STEP_TEARDOWN:
@@ -496,17 +520,19 @@ static void print_table(const result_t *our_res, const result_t *ucx_res)
 #ifdef BENCH_HAVE_UCX_HEADERS
     printf(", ucs_rcache %zu", bench_ucx_driver.sizeof_reg);
 #endif
-    printf("\ncache (hit, miss, find: the best batch of %d; hit x2/x4: the best of %d rounds, "
-           "per thread; floor: one dependent cold load)\n",
-           BATCH, ROUNDS);
-    printf("%8s %6s %6s %5s %6s %6s %5s %6s %7s %7s %7s %7s %5s %5s %5s %5s\n", "N", "hit", "ucx",
-           "ratio", "miss", "ucx", "ratio", "find", "hit x2", "ucx", "hit x4", "ucx", "ratio",
-           "floor", "B/reg", "ucx");
+    printf("\ncache (hit, miss, find: the best batch of %d; fill: a fresh cache filled, per "
+           "registration, the best of %d; hit x2/x4: the best of %d rounds, per thread; floor: "
+           "one dependent cold load)\n",
+           BATCH, FILL_ROUNDS, ROUNDS);
+    printf("%8s %6s %6s %5s %6s %6s %5s %6s %6s %5s %6s %7s %7s %7s %7s %5s %5s %5s %5s\n", "N",
+           "hit", "ucx", "ratio", "miss", "ucx", "ratio", "fill", "ucx", "ratio", "find", "hit x2",
+           "ucx", "hit x4", "ucx", "ratio", "floor", "B/reg", "ucx");
     for (size_t k = 0; k < NN && our_res[k].valid; k++) {
         const result_t *o = &our_res[k], *u = ucx_res[k].valid ? &ucx_res[k] : &none;
         printf("%8zu", ns[k]);
         print_pair(o->hit[1], u->hit[1], " %6.1f");
         print_pair(o->miss, u->miss, " %6.1f");
+        print_pair(o->fill, u->fill, " %6.1f");
         printf(" %6.1f %7.1f %7.1f", o->find, o->hit[2], u->hit[2]);
         print_pair(o->hit[4], u->hit[4], " %7.1f");
         printf(" %5.0f %5.0f %5.0f\n", o->floor, o->bytes, u->bytes);

@@ -9,8 +9,9 @@ info="$OPAL_TEST_BUILDDIR/opal_patcher_info"
 path="$OMPI_MCA_mca_base_component_path"
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+. "$OPAL_TEST_SRCDIR/test/support/patchers.sh"
 status=0
-for component in overwrite linux; do
+for component in $patchers; do
     # mpirun reads OMPI_MCA_* itself: Open MPI has a parameter named like
     # our component path, so it goes to the ranks only (-x).
     # Each rank's output to its own file: interleaved lines would blur the count.

@@ -24,7 +24,8 @@ if [ ! -e "$b/libreleaser.so" ]; then
 fi
 t="$OPAL_TEST_BUILDDIR/test/integration/uffd_foreign_test"
 export OMPI_MCA_mpi_leave_pinned=1
-for patcher in linux overwrite; do
+. "$OPAL_TEST_SRCDIR/test/support/patchers.sh"
+for patcher in $patchers; do
     echo "# patcher $patcher"
     OMPI_MCA_patcher=$patcher OMPI_MCA_rcache_base_uffd=on timeout -k 5 120 \
         $OPAL_TEST_RUN "$t" "$b/libreleaser.so" Go || exit $?

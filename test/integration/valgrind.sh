@@ -7,8 +7,9 @@ command -v valgrind >/dev/null || { echo "SKIP: valgrind not found (Debian packa
 [ -n "$OPAL_TEST_FOREIGN" ] && { echo "SKIP: a build for $OPAL_TEST_HOST_CPU: valgrind cannot run a program under qemu-user, and for i686 on x86_64 it needs the i386 loader's symbols (libc6-dbg:i386, a multiarch package)"; exit 77; }
 info="$OPAL_TEST_BUILDDIR/opal_patcher_info"
 libtool="$OPAL_TEST_BUILDDIR/libtool"
+. "$OPAL_TEST_SRCDIR/test/support/patchers.sh"
 status=0
-for component in overwrite linux; do
+for component in $patchers; do
     out=$("$libtool" --mode=execute valgrind -q --error-exitcode=3 \
           "$info" --mca patcher $component --selftest 2>&1)
     rc=$?

@@ -57,13 +57,14 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    test_skip_if_traps_break_tls();
+    test_skip_if_signals_break_tls();
     pthread_t threads[THREADS];
     for (int i = 0; i < THREADS; i++) {
         pthread_create(&threads[i], NULL, worker, (void *) (intptr_t) i);
     }
     int failures = 0;
-    for (int round = 0; round < ROUNDS; round++) {
+    const int rounds = test_rounds(ROUNDS);
+    for (int round = 0; round < rounds; round++) {
         if (OPAL_SUCCESS != opal_init_util(NULL, NULL) ||
             OPAL_SUCCESS != opal_mem_hooks_register_release(on_event, NULL)) {
             failures++;
@@ -85,6 +86,6 @@ int main(void)
     CHECK_MSG(total_checked > 0, "no call was made while the hooks were installed");
     CHECK_MSG(0 == total_missed, "%lu of %lu calls made while installed missed an event", total_missed,
               total_checked);
-    printf("%lu calls checked over %d install/restore rounds\n", total_checked, ROUNDS);
+    printf("%lu calls checked over %d install/restore rounds\n", total_checked, rounds);
     return test_finish("concurrency_test");
 }

@@ -79,12 +79,13 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    test_skip_if_traps_break_tls();
+    test_skip_if_signals_break_tls();
     pthread_t threads[2];
     pthread_create(&threads[0], NULL, opener, NULL);
     pthread_create(&threads[1], NULL, looker, NULL);
     int failures = 0;
-    for (int round = 0; round < ROUNDS && 0 == failures; round++) {
+    const int rounds = test_rounds(ROUNDS);
+    for (int round = 0; round < rounds && 0 == failures; round++) {
         if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
             failures++;
             break;
@@ -99,6 +100,7 @@ int main(int argc, char **argv)
     }
     CHECK(0 == failures);
     CHECK_MSG(0 == lost, "dlsym returned NULL for a defined symbol %lu times of %lu", lost, lookups);
-    printf("%lu dlopen and %lu dlsym calls over %d setup/finalize rounds\n", opens, lookups, ROUNDS);
+    printf("%lu dlopen and %lu dlsym calls over %d setup/finalize rounds\n", opens, lookups,
+           rounds);
     return test_finish("dl_threads_test");
 }

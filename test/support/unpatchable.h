@@ -15,9 +15,10 @@
 #include <unistd.h>
 
 /* Our configuration first: a program built by mpicc includes no opal_config.h of its own. */
+#include "opal_config.h"
+
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_icache.h"
-#include "opal_config.h"
 #include "test/support/test_util.h"
 
 /* A return as the function's first instruction, in the architecture's encoding. */

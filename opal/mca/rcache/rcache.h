@@ -17,7 +17,6 @@
 
 #include "opal/class/opal_list.h"
 #include "opal/mca/mca.h"
-#include "opal/mca/rcache/base/rcache_base_pgindex.h"
 
 #define MCA_RCACHE_BASE_VERSION 1
 
@@ -55,13 +54,11 @@ typedef struct mca_rcache_base_registration_t {
     };
     int32_t access_flags;
     /*
-     * Internal to the rcache.  The first cache line holds all that a hit
-     * and a release event read: the fields above and the index node.
+     * Internal to the rcache: with them the struct is one 64-byte cache
+     * line, all that a hit, a release event and a deregistration touch.
      */
     uint32_t reg_fork_gen;                /* process generation that made the pins */
-    mca_rcache_base_pgindex_node_t reg_index; /* in the module's page index while valid */
-    opal_list_item_t reg_list;            /* on the in-use list when not indexed */
-    struct mca_rcache_base_registration_t *reg_collect_next; /* invalidations being collected */
+    struct mca_rcache_base_registration_t *reg_next; /* the module's chains and stacks */
     uint64_t *reg_frames;                 /* page frames recorded by the sanitizer, or NULL */
 } mca_rcache_base_registration_t;
 

@@ -1,7 +1,9 @@
 /*
  * grdma's lock-free hit against invalidation and recycling: 3 threads hit
  * random ranges of a small arena (with random access flags, so registrations
- * also grow) while a 4th invalidates random pages, under a max_entries limit
+ * also grow) while a 4th invalidates random pages (half of them through the
+ * release event, which marks registrations invalid without the lock, the
+ * other half through invalidate_range), under a max_entries limit
  * that keeps evicting, so registration memory is recycled for other ranges
  * while readers may still be looking at it.  Every registration handed out
  * must cover the range asked, be registered (not yet deregistered), and be
@@ -85,7 +87,11 @@ static void *invalidator(void *arg)
          * was indexed before this invalidation began, so it must be caught.
          */
         uint64_t now = __atomic_add_fetch(&mock_clock, 1, __ATOMIC_SEQ_CST);
-        rcache->rcache_invalidate_range(rcache, arena + p * page, page);
+        if (next_rand(&seed) & 1) {
+            rcache->rcache_release(rcache, arena + p * page, page, false);
+        } else {
+            rcache->rcache_invalidate_range(rcache, arena + p * page, page);
+        }
         __atomic_store_n(&invalidated_at[p], now, __ATOMIC_SEQ_CST);
     }
     return NULL;

@@ -5,8 +5,9 @@
  * by rehash, and after each step queries compared: overlapping (every range
  * exactly once), covering (candidates include every covering range) and
  * might_overlap (never false when something overlaps; exact for short
- * ranges).  Then lock-free readers against a writer: might_overlap must
+ * ranges); lines of the table overflow on the way (equal keys, neighbours).  Then lock-free readers against a writer: might_overlap must
  * never miss a range that stays indexed while the writer churns others.
+ * Last, a table grown past 2 MiB (a mapping of its own).
  */
 #include "opal_config.h"
 
@@ -23,21 +24,18 @@
 #define N 3000
 #define STEPS 20000
 
-typedef mca_rcache_base_pgindex_node_t node_t;
-
-/* The index reads a node's range from our copy beside it (page numbers: shift 0). */
+/* The index reads an item's range from the item (page numbers: shift 0). */
 typedef struct item_t {
     unsigned char *first, *last;
-    node_t node;
 } item_t;
 
 static item_t items[N];
 static bool present[N];
 static mca_rcache_base_pgindex_t idx;
-#define RANGE_AT   ((ptrdiff_t) offsetof(item_t, first) - (ptrdiff_t) offsetof(item_t, node))
+#define RANGE_AT   ((ptrdiff_t) offsetof(item_t, first))
 #define lo_of(i)   ((uintptr_t) items[i].first)
 #define hi_of(i)   ((uintptr_t) items[i].last)
-#define node_of(i) (&items[i].node)
+#define item_of(i) (&items[i])
 
 static void set_range(size_t i, uintptr_t lo, uintptr_t hi)
 {
@@ -45,9 +43,9 @@ static void set_range(size_t i, uintptr_t lo, uintptr_t hi)
     items[i].last = (unsigned char *) hi;
 }
 
-static size_t index_of(const node_t *n)
+static size_t index_of(const void *item)
 {
-    return (size_t) ((const item_t *) ((const char *) n - offsetof(item_t, node)) - items);
+    return (size_t) ((const item_t *) item - items);
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -89,7 +87,7 @@ struct seen {
     size_t count;
 };
 
-static int mark(node_t *n, void *ctx)
+static int mark(void *n, void *ctx)
 {
     struct seen *s = ctx;
     s->hits[index_of(n)]++;
@@ -99,13 +97,15 @@ static int mark(node_t *n, void *ctx)
 
 static void grow_if_wanted(void)
 {
-    size_t want = mca_rcache_base_pgindex_wanted(&idx);
+    unsigned want = mca_rcache_base_pgindex_wanted(&idx);
     if (want) {
         mca_rcache_base_pgindex_table_t *t = mca_rcache_base_pgindex_table_new(want);
         CHECK(NULL != t);
         CHECK(NULL == mca_rcache_base_pgindex_rehash(&idx, t));
         CHECK(0 == mca_rcache_base_pgindex_wanted(&idx));
+        mca_rcache_base_pgindex_release(&idx);
     }
+    CHECK(mca_rcache_base_pgindex_room(&idx));
 }
 
 static void check_queries(uintptr_t first, uintptr_t last)
@@ -143,12 +143,13 @@ static void check_queries(uintptr_t first, uintptr_t last)
 
 static void oracle_test(void)
 {
+    bool overflowed = false;
     CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
     size_t count = 0;
     for (int step = 0; step < STEPS; step++) {
         size_t i = next_rand() % N;
         if (present[i]) {
-            mca_rcache_base_pgindex_remove(&idx, node_of(i));
+            mca_rcache_base_pgindex_remove(&idx, item_of(i));
             present[i] = false;
             count--;
         } else {
@@ -160,12 +161,13 @@ static void oracle_test(void)
                 uintptr_t lo = random_page(), span = random_span();
                 set_range(i, lo, lo + span - 1 < lo ? UINTPTR_MAX : lo + span - 1);
             }
-            mca_rcache_base_pgindex_insert(&idx, node_of(i), lo_of(i), hi_of(i));
+            mca_rcache_base_pgindex_insert(&idx, item_of(i), lo_of(i), hi_of(i));
             present[i] = true;
             count++;
             grow_if_wanted();
         }
         CHECK(mca_rcache_base_pgindex_size(&idx) == count);
+        overflowed = overflowed || idx.table->overflowed;
         /* A point, a short range, a long one, and sometimes all of it. */
         uintptr_t p = random_page();
         check_queries(p, p);
@@ -180,11 +182,12 @@ static void oracle_test(void)
     }
     for (size_t i = 0; i < N; i++) {
         if (present[i]) {
-            mca_rcache_base_pgindex_remove(&idx, node_of(i));
+            mca_rcache_base_pgindex_remove(&idx, item_of(i));
             present[i] = false;
         }
     }
     CHECK(0 == mca_rcache_base_pgindex_size(&idx) && 0 == idx.active);
+    CHECK_MSG(overflowed, "no line of the table overflowed: the probes past a line were not tested");
     check_queries(0, UINTPTR_MAX >> 12);
     mca_rcache_base_pgindex_fini(&idx);
 }
@@ -223,7 +226,7 @@ static void concurrent_test(void)
         set_range(i, lo, lo + random_span() % 16);
     }
     for (size_t i = 0; i < STABLE; i++) {
-        mca_rcache_base_pgindex_insert(&idx, node_of(i), lo_of(i), hi_of(i));
+        mca_rcache_base_pgindex_insert(&idx, item_of(i), lo_of(i), hi_of(i));
         present[i] = true;
     }
     pthread_t th[READERS];
@@ -232,20 +235,25 @@ static void concurrent_test(void)
     }
     for (int step = 0; step < 200000; step++) {
         size_t i = STABLE + next_rand() % (N - STABLE);
-        size_t want = mca_rcache_base_pgindex_wanted(&idx);
+        unsigned want = mca_rcache_base_pgindex_wanted(&idx);
         mca_rcache_base_pgindex_table_t *t = want ? mca_rcache_base_pgindex_table_new(want) : NULL;
+        bool grown = false;
         pthread_mutex_lock(&writer_lock);
         if (t) {
             t = mca_rcache_base_pgindex_rehash(&idx, t);
+            grown = NULL == t;
         }
         if (present[i]) {
-            mca_rcache_base_pgindex_remove(&idx, node_of(i));
+            mca_rcache_base_pgindex_remove(&idx, item_of(i));
         } else {
-            mca_rcache_base_pgindex_insert(&idx, node_of(i), lo_of(i), hi_of(i));
+            mca_rcache_base_pgindex_insert(&idx, item_of(i), lo_of(i), hi_of(i));
         }
         present[i] = !present[i];
         pthread_mutex_unlock(&writer_lock);
-        free(t);
+        mca_rcache_base_pgindex_table_free(t);
+        if (grown) {
+            mca_rcache_base_pgindex_release(&idx); /* readers may still be in the old lines */
+        }
     }
     stop = 1;
     for (size_t t = 0; t < READERS; t++) {
@@ -255,9 +263,43 @@ static void concurrent_test(void)
     mca_rcache_base_pgindex_fini(&idx);
 }
 
+/*
+ * A table past 2 MiB is a mapping of its own that grows four times over and
+ * gives its predecessor's pages back: 200 000 one-page ranges, every one
+ * found again, then none.
+ */
+#define MANY 200000
+static void large_test(void)
+{
+    item_t *many = malloc(MANY * sizeof(*many));
+    CHECK(NULL != many);
+    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
+    for (size_t i = 0; i < MANY; i++) {
+        many[i].first = many[i].last = (unsigned char *) (DENSE_BASE + 3 * i);
+        CHECK(mca_rcache_base_pgindex_room(&idx));
+        mca_rcache_base_pgindex_insert(&idx, &many[i], DENSE_BASE + 3 * i, DENSE_BASE + 3 * i);
+        grow_if_wanted();
+    }
+    CHECK_MSG(((size_t) 1 << (idx.table->bits + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT))
+                      * sizeof(mca_rcache_base_pgindex_entry_t) > ((size_t) 2 << 20),
+              "the table stayed below 2 MiB");
+    for (size_t i = 0; i < MANY; i += 7) {
+        uintptr_t p = DENSE_BASE + 3 * i;
+        CHECK_MSG(mca_rcache_base_pgindex_might_overlap(&idx, p, p), "range %zu not found", i);
+        CHECK(!mca_rcache_base_pgindex_might_overlap(&idx, p + 1, p + 2));
+    }
+    for (size_t i = 0; i < MANY; i++) {
+        mca_rcache_base_pgindex_remove(&idx, &many[i]);
+    }
+    CHECK(0 == mca_rcache_base_pgindex_size(&idx) && 0 == idx.active);
+    mca_rcache_base_pgindex_fini(&idx);
+    free(many);
+}
+
 int main(void)
 {
     oracle_test();
     concurrent_test();
+    large_test();
     return test_finish("rcache_pgindex_test");
 }

@@ -83,6 +83,23 @@ typedef struct mca_patcher_overwrite_arch_t {
     void (*set_pc)(void *uc, uintptr_t pc);
 } mca_patcher_overwrite_arch_t;
 
+/*
+ * For an architecture's relocate: "why: instruction at +off (its len bytes
+ * in hex)" into reason; returns OPAL_ERR_NOT_SUPPORTED.
+ */
+int mca_patcher_overwrite_decline_insn(char *reason, size_t size, const unsigned char *code,
+                                       size_t off, size_t len, const char *why);
+
+/*
+ * For relocate, after the walk: declined (as above) if a displaced branch
+ * (targets[k], 0 for none, of the k-th of n instructions, which start at
+ * insn_offset[k]) lands strictly inside the window at code: in the middle
+ * of the new jump.
+ */
+int mca_patcher_overwrite_check_targets(uintptr_t code, size_t window, const uint8_t *insn_offset,
+                                        unsigned n, const uintptr_t *targets, char *reason,
+                                        size_t size);
+
 /* The table of the architecture built (configure: config/opal_arch.m4). */
 #if OPAL_PATCHER_OVERWRITE_HAVE_ARCH
 extern const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch;

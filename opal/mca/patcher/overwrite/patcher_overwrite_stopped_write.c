@@ -24,9 +24,10 @@
  *      rule of its manual it meets (D-cache clean to the point of
  *      unification, I-cache invalidate, the barriers).
  *   3. The threads are released.  Each one leaves the handler through the
- *      kernel's signal return, a context synchronization on every one of
- *      these architectures (eret, rfid, sret), so none runs an instruction
- *      it fetched before step 2.
+ *      kernel's signal return (eret, rfid, sret); that none then runs an
+ *      instruction it fetched before step 2 is each architecture's own
+ *      rule, in its file (on RISC-V not sret, which synchronizes no fetch,
+ *      but the FENCE.I that step 2 has the kernel run on every hart).
  *
  * Nothing in steps 1-3 allocates or takes a lock: a held thread may own
  * one.  Limits: a thread that has opted out of signals for good and

@@ -21,7 +21,6 @@
  */
 #include "opal_config.h"
 
-#include <stdio.h>
 #include <string.h>
 #include <sys/ucontext.h>
 
@@ -84,19 +83,6 @@ static int x86_entry_jump(unsigned char *buf, uintptr_t from, uintptr_t to)
     buf[0] = 0xe9;
     memcpy(buf + 1, &rel, sizeof(rel));
     return 1;
-}
-
-static int decline(char *reason, size_t size, const uint8_t *code, size_t off, size_t len,
-                   const char *why)
-{
-    int n = snprintf(reason, size, "%s: instruction at +%zu (", why, off);
-    for (size_t k = 0; k < (len ? len : 4) && n > 0 && (size_t) n < size; k++) {
-        n += snprintf(reason + n, size - n, k ? " %02x" : "%02x", code[off + k]);
-    }
-    if (n > 0 && (size_t) n < size) {
-        snprintf(reason + n, size - n, ")");
-    }
-    return OPAL_ERR_NOT_SUPPORTED;
 }
 
 /*
@@ -166,19 +152,23 @@ static int x86_relocate(uintptr_t code, unsigned char *tramp, uintptr_t tramp_ad
         mca_patcher_x86_insn_t insn;
         size_t len = mca_patcher_x86_decode(p + off, 15, MCA_PATCHER_X86_NATIVE_MODE, &insn);
         if (len == 0) {
-            return decline(reason, reason_size, p, off, 0, "unknown or unsupported instruction");
+            return mca_patcher_overwrite_decline_insn(reason, reason_size, p, off, 4,
+                                                      "unknown or unsupported instruction");
         }
         if (insn.kind == MCA_PATCHER_X86_END) {
-            return decline(reason, reason_size, p, off, len,
-                           "function too short: ret/int3/hlt/ud2 within the 5 bytes to patch");
+            return mca_patcher_overwrite_decline_insn(
+                reason, reason_size, p, off, len,
+                "function too short: ret/int3/hlt/ud2 within the 5 bytes to patch");
         }
         if (n == MCA_PATCHER_OVERWRITE_MAX_INSNS) {
-            return decline(reason, reason_size, p, off, len, "too many instructions to displace");
+            return mca_patcher_overwrite_decline_insn(reason, reason_size, p, off, len,
+                                                      "too many instructions to displace");
         }
         size_t w = relocate_one(p + off, &insn, tramp + t, tramp_addr + t, &targets[n]);
         if (w == 0) {
-            return decline(reason, reason_size, p, off, len,
-                           "rip-relative operand out of +-2 GiB from the trampoline");
+            return mca_patcher_overwrite_decline_insn(
+                reason, reason_size, p, off, len,
+                "rip-relative operand out of +-2 GiB from the trampoline");
         }
         reloc->insn_offset[n] = (uint8_t) off;
         reloc->tramp_offset[n] = (uint8_t) t;
@@ -187,18 +177,16 @@ static int x86_relocate(uintptr_t code, unsigned char *tramp, uintptr_t tramp_ad
         t += w;
         if ((insn.kind == MCA_PATCHER_X86_JMP || insn.kind == MCA_PATCHER_X86_JMP_IND) &&
             off < JUMP_SIZE) {
-            return decline(reason, reason_size, p, off - len, len,
-                           "function too short: an unconditional jump ends it within the 5 bytes "
-                           "to patch");
+            return mca_patcher_overwrite_decline_insn(
+                reason, reason_size, p, off - len, len,
+                "function too short: an unconditional jump ends it within the 5 bytes "
+                "to patch");
         }
     }
-    /* A branch back into the displaced bytes would land in the middle of our jump. */
-    for (unsigned k = 0; k < n; k++) {
-        if (targets[k] > code && targets[k] < code + off) {
-            return decline(reason, reason_size, p, reloc->insn_offset[k],
-                           (k + 1 < n ? reloc->insn_offset[k + 1] : off) - reloc->insn_offset[k],
-                           "a branch targets the middle of the bytes to patch");
-        }
+    int rc = mca_patcher_overwrite_check_targets(code, off, reloc->insn_offset, n, targets, reason,
+                                                 reason_size);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
     }
     mca_patcher_overwrite_x86_far_jump(tramp + t, tramp_addr + t, code + off);
     reloc->window = off;

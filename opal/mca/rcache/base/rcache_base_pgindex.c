@@ -1,44 +1,54 @@
 /*
- * Page index: a hash of ranges by (size class, block), see the header.
+ * Page index: an open-addressed hash of ranges by (size class, block), see
+ * the header.
  *
- * Lock-free readers follow hash_next pointers that a writer may be
- * rewriting (a node removed, re-inserted elsewhere, or moved by a rehash):
- * they may then wander into another chain or see a chain end early, but
- * only ever visit nodes (the caller keeps their memory), so every walk
- * without the lock is bounded and its result either validated by the
- * caller (covering) or by the sequence count (might_overlap).  Fields that
- * such readers load are written with atomic stores; a node is published
- * with a release store of the pointer to it.
+ * Lock-free readers may meet a slot while a writer rewrites it (an item
+ * removed, its slot reused for another key): they may then pair a key with
+ * the wrong item or miss an item, never read outside a table or reach
+ * anything but an item the caller keeps alive (type-stable memory), so
+ * every walk without the lock is bounded and its result either validated
+ * by the caller (covering) or by the sequence count (visit_lockfree,
+ * might_overlap).  Fields that such readers load are written with atomic
+ * stores; an item is published with a release store of its slot's item
+ * after its key.
  */
 #include "opal_config.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/rcache_base_pgindex.h"
 
-typedef mca_rcache_base_pgindex_node_t node_t;
+typedef mca_rcache_base_pgindex_entry_t entry_t;
 typedef mca_rcache_base_pgindex_t pgindex_t;
 typedef mca_rcache_base_pgindex_visit_fn_t visit_fn_t;
-
 typedef mca_rcache_base_pgindex_table_t table_t;
 
-#define MIN_BUCKETS 256
+#define MIN_BITS 6 /* 64 lines: a table of one page */
 /* Blocks of one class that might_overlap probes before it answers "maybe" (take the lock). */
 #define PROBE_LIMIT 512
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 
+#define SLOT_SHIFT MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT
+#define SLOTS MCA_RCACHE_BASE_PGINDEX_SLOTS
+#define OVERFLOW MCA_RCACHE_BASE_PGINDEX_OVERFLOW
 #define class_of mca_rcache_base_pgindex_class
 #define key_of mca_rcache_base_pgindex_key
-#define WALK_LIMIT MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT
 
 /* The first block of class s whose ranges can reach page 'first' (they span two blocks). */
 static inline uintptr_t block_lo(uintptr_t first, unsigned s)
 {
     uintptr_t b = first >> s;
     return s && b ? b - 1 : b;
+}
+
+static inline unsigned class_of_key(uintptr_t key)
+{
+    return (unsigned) (key >> 1 & 63);
 }
 
 #define CHUNK_SHIFT MCA_RCACHE_BASE_PGINDEX_CHUNK_SHIFT
@@ -74,19 +84,59 @@ static inline void write_end(pgindex_t *idx)
     __atomic_store_n(&idx->seq, idx->seq + 1, __ATOMIC_RELEASE);
 }
 
-mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(size_t buckets)
+static size_t page_bytes(void)
 {
-    table_t *t = calloc(1, sizeof(*t) + buckets * sizeof(t->bucket[0]));
-    if (t) {
-        t->bits = (unsigned) __builtin_ctzl(buckets);
-        t->line_shift = 64 - t->bits + MCA_RCACHE_BASE_PGINDEX_LINE_SHIFT;
+    static size_t page;
+    if (0 == page) {
+        page = (size_t) sysconf(_SC_PAGESIZE);
     }
+    return page;
+}
+
+/*
+ * A small table comes from calloc: a cache filled again and again reuses
+ * the heap's memory (and calloc knows when fresh pages need no clearing);
+ * aligned to a line by hand.  A table of MAPPED bytes or more is a mapping
+ * of its own, populated at once (probes read a line before inserts write
+ * it, which would fault each page twice: the zero page, then a copy): once
+ * replaced, its pages are given back (release) and nothing of it stays
+ * counted, by the heap or the resident set, but its first page.
+ */
+#define MAPPED ((size_t) 1 << 21)
+
+mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(unsigned bits)
+{
+    size_t bytes = sizeof(table_t) + ((size_t) sizeof(entry_t) << (bits + SLOT_SHIFT));
+    char *block;
+    if (bytes >= MAPPED) {
+        block = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        block = MAP_FAILED == block ? NULL : block;
+    } else {
+        block = calloc(1, bytes + 64);
+    }
+    if (NULL == block) {
+        return NULL;
+    }
+    table_t *t = (table_t *) (((uintptr_t) block + 63) & ~(uintptr_t) 63);
+    t->block = block;
+    t->bytes = bytes;
+    t->bits = bits;
     return t;
+}
+
+void mca_rcache_base_pgindex_table_free(mca_rcache_base_pgindex_table_t *t)
+{
+    if (t && t->bytes >= MAPPED) {
+        munmap(t->block, t->bytes);
+    } else if (t) {
+        free(t->block);
+    }
 }
 
 int mca_rcache_base_pgindex_init(pgindex_t *idx, ptrdiff_t range_at, unsigned page_shift)
 {
-    idx->table = mca_rcache_base_pgindex_table_new(MIN_BUCKETS);
+    idx->table = mca_rcache_base_pgindex_table_new(MIN_BITS);
     idx->range_at = range_at;
     idx->page_shift = page_shift;
     idx->count = 0;
@@ -105,25 +155,45 @@ void mca_rcache_base_pgindex_fini(pgindex_t *idx)
 {
     for (table_t *t = idx->table, *next; t; t = next) {
         next = t->retired;
-        free(t);
+        mca_rcache_base_pgindex_table_free(t);
     }
     idx->table = NULL;
 }
 
-static inline node_t **bucket_of(table_t *t, uintptr_t key)
+/*
+ * Put (key, item) in the first free slot from the key's home on, marking
+ * the full lines passed as overflowed (writer side; t may not be published
+ * yet).  There is a free slot: the caller keeps the load below 1.
+ */
+static void place(table_t *t, uintptr_t key, void *item)
 {
-    return (node_t **) mca_rcache_base_pgindex_bucket(t, key);
+    const size_t mask = ((size_t) 1 << t->bits) - 1;
+    size_t line = mca_rcache_base_pgindex_home(t, key);
+    unsigned start = mca_rcache_base_pgindex_home_slot(key);
+    for (;;) {
+        entry_t *e = &t->entry[line * SLOTS];
+        for (unsigned i = 0; i < SLOTS; i++) {
+            unsigned j = (start + i) & (SLOTS - 1); /* its own slot first */
+            if (NULL == e[j].item) {
+                STORE(&e[j].key, key | (j ? 0 : e[0].key & OVERFLOW));
+                __atomic_store_n(&e[j].item, item, __ATOMIC_RELEASE);
+                return;
+            }
+        }
+        if (!(e[0].key & OVERFLOW)) {
+            STORE(&e[0].key, e[0].key | OVERFLOW);
+            STORE(&t->overflowed, t->overflowed + 1);
+        }
+        line = (line + 1) & mask;
+        start = 0;
+    }
 }
 
-void mca_rcache_base_pgindex_insert(pgindex_t *idx, node_t *node, uintptr_t first, uintptr_t last)
+void mca_rcache_base_pgindex_insert(pgindex_t *idx, void *item, uintptr_t first, uintptr_t last)
 {
     unsigned s = class_of(first, last);
-    uintptr_t key = key_of(s, first >> s);
-    node_t **head = bucket_of(idx->table, key);
     write_begin(idx);
-    STORE(&node->key, key);
-    STORE(&node->hash_next, *head);
-    __atomic_store_n(head, node, __ATOMIC_RELEASE);
+    place(idx->table, key_of(s, first >> s), item);
     idx->class_count[s]++;
     count_chunks(idx, first, last, 1);
     STORE(&idx->active, idx->active | (1ull << s));
@@ -131,18 +201,23 @@ void mca_rcache_base_pgindex_insert(pgindex_t *idx, node_t *node, uintptr_t firs
     write_end(idx);
 }
 
-void mca_rcache_base_pgindex_remove(pgindex_t *idx, node_t *node)
+void mca_rcache_base_pgindex_remove(pgindex_t *idx, void *item)
 {
-    unsigned s = (unsigned) (node->key & 63);
-    node_t **pp = bucket_of(idx->table, node->key);
-    while (*pp != node) {
-        pp = &(*pp)->hash_next;
-    }
+    table_t *t = idx->table;
+    const size_t mask = ((size_t) 1 << t->bits) - 1;
     uintptr_t first, last;
-    mca_rcache_base_pgindex_range(idx, node, &first, &last);
+    mca_rcache_base_pgindex_range(idx, item, &first, &last);
+    unsigned s = class_of(first, last);
+    entry_t *end = &t->entry[(mask + 1) * SLOTS];
+    entry_t *x = &t->entry[mca_rcache_base_pgindex_home(t, key_of(s, first >> s)) * SLOTS];
+    /* From its home on: its slot is there or in the overflowed lines after it. */
+    for (size_t n = 0; x->item != item; x = x + 1 == end ? t->entry : x + 1) {
+        if (++n > (mask + 1) * SLOTS) {
+            return; /* not indexed: the caller's bug, and nothing to undo */
+        }
+    }
     write_begin(idx);
-    /* node->hash_next stays: a reader standing on node still reaches the rest. */
-    STORE(pp, node->hash_next);
+    STORE(&x->item, NULL);
     count_chunks(idx, first, last, (uint32_t) -1);
     if (0 == --idx->class_count[s]) {
         STORE(&idx->active, idx->active & ~(1ull << s));
@@ -151,46 +226,74 @@ void mca_rcache_base_pgindex_remove(pgindex_t *idx, node_t *node)
     write_end(idx);
 }
 
-size_t mca_rcache_base_pgindex_wanted(const pgindex_t *idx)
+unsigned mca_rcache_base_pgindex_wanted(const pgindex_t *idx)
 {
     const table_t *t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE);
-    size_t buckets = (size_t) 1 << t->bits;
-    return 2 * LOAD(&idx->count) > buckets ? 2 * buckets : 0; /* load at most 1/2 */
+    size_t slots = (size_t) 1 << (t->bits + SLOT_SHIFT);
+    if (4 * LOAD(&idx->count) > 3 * slots) {
+        /*
+         * Load at most 3/4.  A mapped table grows four times over: a
+         * quarter of the lines to copy in all; its predecessors are given
+         * back, so four times the slots still costs at most 16 / (3/16)
+         * = 85 bytes per item.  A smaller one doubles (the ones it
+         * replaces stay counted by the heap: twice at most 16 / (3/8)).
+         */
+        unsigned more = ((size_t) sizeof(entry_t) << (t->bits + SLOT_SHIFT + 1)) >= MAPPED ? 2 : 1;
+        return t->bits + more;
+    }
+    /*
+     * Overflow bits outlive the entries that set them: rebuild when an
+     * eighth of the lines has gained one since the table was built.
+     */
+    return 8 * (LOAD(&t->overflowed) - t->built_overflowed) > ((size_t) 1 << t->bits) ? t->bits
+                                                                                       : 0;
 }
 
 mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_rehash(pgindex_t *idx, table_t *t)
 {
     table_t *old = idx->table;
-    if (t->bits <= old->bits) {
-        return t;
+    if (t->bits != mca_rcache_base_pgindex_wanted(idx)) {
+        return t; /* another thread grew it meanwhile */
     }
-    write_begin(idx);
-    for (size_t b = 0; b < ((size_t) 1 << old->bits); b++) {
-        for (node_t *n = old->bucket[b], *next; n; n = next) {
-            next = n->hash_next;
-            node_t **head = bucket_of(t, n->key);
-            STORE(&n->hash_next, *head);
-            *head = n;
+    /* Only the old table is read, line after line. */
+    for (size_t i = 0; i < ((size_t) SLOTS << old->bits); i++) {
+        if (old->entry[i].item) {
+            place(t, old->entry[i].key & ~OVERFLOW, old->entry[i].item);
         }
     }
+    t->built_overflowed = t->overflowed;
     t->retired = old;
+    write_begin(idx);
     __atomic_store_n(&idx->table, t, __ATOMIC_RELEASE);
     write_end(idx);
     return NULL;
 }
 
-static inline int probe(const pgindex_t *idx, const table_t *t, unsigned s, uintptr_t block,
-                        uintptr_t first, uintptr_t last, visit_fn_t fn, void *ctx, size_t limit,
-                        bool *gave_up)
+void mca_rcache_base_pgindex_release(pgindex_t *idx)
 {
-    return mca_rcache_base_pgindex_probe(idx, t, key_of(s, block), first, last, false, fn, ctx,
-                                         limit, gave_up);
+    const uintptr_t page = page_bytes();
+    for (table_t *t = idx->table->retired; t; t = t->retired) {
+        /*
+         * The whole pages after the header's (a late reader reads the
+         * table's size there): zero when read again, and given back.
+         */
+        uintptr_t lo = ((uintptr_t) t + sizeof(*t) + page - 1) & ~(page - 1);
+        uintptr_t hi = ((uintptr_t) t + t->bytes) & ~(page - 1);
+        if (hi > lo && 0 == __atomic_exchange_n(&t->released, 1, __ATOMIC_RELAXED)) {
+            (void) madvise((void *) lo, hi - lo, MADV_DONTNEED);
+        }
+    }
+}
+
+static inline int probe(const pgindex_t *idx, const table_t *t, unsigned s, uintptr_t block,
+                        uintptr_t first, uintptr_t last, visit_fn_t fn, void *ctx)
+{
+    return mca_rcache_base_pgindex_probe(idx, t, key_of(s, block), first, last, false, fn, ctx);
 }
 
 int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr_t last,
                                         visit_fn_t fn, void *ctx)
 {
-    bool unused;
     uint64_t scan = 0; /* classes with fewer ranges than blocks to probe */
     for (uint64_t act = idx->active; act; act &= act - 1) {
         unsigned s = (unsigned) __builtin_ctzll(act);
@@ -200,24 +303,24 @@ int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr
             continue;
         }
         for (uintptr_t b = lo; b - lo <= hi - lo; b++) {
-            int rc = probe(idx, idx->table, s, b, first, last, fn, ctx, SIZE_MAX, &unused);
+            int rc = probe(idx, idx->table, s, b, first, last, fn, ctx);
             if (rc) {
                 return rc;
             }
         }
     }
-    for (size_t b = 0; scan && b < ((size_t) 1 << idx->table->bits); b++) {
-        for (node_t *n = idx->table->bucket[b]; n; n = n->hash_next) {
-            uintptr_t lo, hi;
-            if (!(scan >> (n->key & 63) & 1)) {
-                continue;
-            }
-            mca_rcache_base_pgindex_range(idx, n, &lo, &hi);
-            if (lo <= last && hi >= first) {
-                int rc = fn(n, ctx);
-                if (rc) {
-                    return rc;
-                }
+    const table_t *t = idx->table;
+    for (size_t i = 0; scan && i < ((size_t) SLOTS << t->bits); i++) {
+        const entry_t *x = &t->entry[i];
+        uintptr_t lo, hi;
+        if (NULL == x->item || !(scan >> class_of_key(x->key) & 1)) {
+            continue;
+        }
+        mca_rcache_base_pgindex_range(idx, x->item, &lo, &hi);
+        if (lo <= last && hi >= first) {
+            int rc = fn(x->item, ctx);
+            if (rc) {
+                return rc;
             }
         }
     }
@@ -232,7 +335,6 @@ bool mca_rcache_base_pgindex_visit_lockfree(pgindex_t *idx, uintptr_t first, uin
         return false;
     }
     const table_t *t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE);
-    bool gave_up = false;
     int rc = 0;
     uint64_t act = LOAD(&idx->active);
     if ((act & SMALL_CLASSES) && (last >> CHUNK_SHIFT) - (first >> CHUNK_SHIFT) < CHUNK_LIMIT) {
@@ -244,29 +346,28 @@ bool mca_rcache_base_pgindex_visit_lockfree(pgindex_t *idx, uintptr_t first, uin
             act &= ~SMALL_CLASSES; /* no small range in these chunks */
         }
     }
-    for (; act && !rc && !gave_up; act &= act - 1) {
+    for (; act && !rc; act &= act - 1) {
         unsigned s = (unsigned) __builtin_ctzll(act);
         uintptr_t lo = block_lo(first, s), hi = last >> s;
         if (hi - lo >= PROBE_LIMIT) {
             return false;
         }
-        for (uintptr_t b = lo; !rc && !gave_up && b - lo <= hi - lo; b++) {
-            rc = mca_rcache_base_pgindex_probe(idx, t, key_of(s, b), first, last, true, fn, ctx,
-                                               WALK_LIMIT, &gave_up);
+        for (uintptr_t b = lo; !rc && b - lo <= hi - lo; b++) {
+            rc = mca_rcache_base_pgindex_probe(idx, t, key_of(s, b), first, last, true, fn, ctx);
         }
     }
     /* What was read is a snapshot only if no writer started meanwhile. */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     *seq_out = seq;
-    return !rc && !gave_up && LOAD(&idx->seq) == seq;
+    return !rc && LOAD(&idx->seq) == seq;
 }
 
-/* Is it in range, by the node's own copy of its range. */
-static int found_cb(node_t *node, void *ctx)
+/* Is it in range, by the item's own copy of its range. */
+static int found_cb(void *item, void *ctx)
 {
     const uintptr_t *q = ctx; /* the pgindex, first, last */
     uintptr_t lo, hi;
-    mca_rcache_base_pgindex_range((const pgindex_t *) q[0], node, &lo, &hi);
+    mca_rcache_base_pgindex_range((const pgindex_t *) q[0], item, &lo, &hi);
     return lo <= q[2] && hi >= q[1];
 }
 

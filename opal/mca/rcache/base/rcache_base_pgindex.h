@@ -13,14 +13,19 @@
  * the whole table instead (once for all such classes): a long release over
  * many small ranges costs O(min(blocks, ranges)), not O(log n + k).
  *
+ * The table is open addressed, one cache line per bucket: each entry holds
+ * the key and the caller's item (a pointer), so a probe compares keys
+ * without touching the items, and growing the table reads the old table
+ * alone, never an item.  The caller keeps each item's range (see init).
+ *
  * Writers (insert, remove, rehash, overlapping) are serialized by the
  * caller.  covering() may also run without the writer's lock: it is then
- * best effort (it may miss a range being changed meanwhile, never visits
- * freed memory as long as the caller keeps nodes' memory alive, which
- * type-stable allocation does) and its visitor must validate what it finds.
- * might_overlap() runs without the lock and is exact or errs towards true:
- * a sequence count, odd while a writer changes the index, tells it whether
- * what it saw was consistent.  Nothing here allocates except table_new.
+ * best effort (it may miss a range being changed meanwhile, or hand out an
+ * item that has just left the index) and its visitor must validate what it
+ * finds.  might_overlap() runs without the lock and is exact or errs
+ * towards true: a sequence count, odd while a writer changes the index,
+ * tells it whether what it saw was consistent.  Nothing here allocates
+ * except table_new.
  */
 #ifndef OPAL_MCA_RCACHE_BASE_RCACHE_BASE_PGINDEX_H
 #define OPAL_MCA_RCACHE_BASE_RCACHE_BASE_PGINDEX_H
@@ -40,29 +45,42 @@
 #define MCA_RCACHE_BASE_PGINDEX_CHUNKS 8192
 
 /*
- * A node is what a probe reads: the chain link and the key.  The range
- * itself is the caller's own copy (it has one anyway): two pointers, the
- * first and the last byte, at range_at bytes from the node (see init), so
- * a caller that embeds the node next to its range and its hot fields has
- * a probe touch one cache line per candidate.  The caller keeps that copy
- * as it was at insert until the node is removed.  Once removed, hash_next
- * is the caller's to link its own lists with (see remove).
+ * An entry: the key (block << 7 | class << 1) and the item, NULL when the
+ * slot is free.  Bit 0 of the key of a line's first entry says that the
+ * line overflowed: an insert found it full and went on to the next line,
+ * so a probe must go on too.  The bit is cleared only by a rehash.  Page
+ * numbers are below 2^57 (2^25 with 32-bit pointers).
  */
-typedef struct mca_rcache_base_pgindex_node_t {
-    struct mca_rcache_base_pgindex_node_t *hash_next;
-    uintptr_t key; /* block << 6 | class */
-} mca_rcache_base_pgindex_node_t;
+typedef struct mca_rcache_base_pgindex_entry_t {
+    uintptr_t key;
+    void *item;
+} mca_rcache_base_pgindex_entry_t;
 
+/* Entries per 64-byte line (4, or 8 with 32-bit pointers): a bucket. */
+#define MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT (sizeof(void *) > 4 ? 2 : 3)
+#define MCA_RCACHE_BASE_PGINDEX_SLOTS (1u << MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT)
+#define MCA_RCACHE_BASE_PGINDEX_OVERFLOW ((uintptr_t) 1)
+
+/*
+ * A table: this header, then the lines.  A table that a rehash replaced is
+ * kept until fini (lock-free readers may still be in it), but its whole
+ * pages after the header's are given back (MADV_DONTNEED: a late reader
+ * reads free slots there).
+ */
 typedef struct mca_rcache_base_pgindex_table_t {
     struct mca_rcache_base_pgindex_table_t *retired; /* the table this one replaced */
-    unsigned bits;                                   /* log2 of the number of buckets */
-    unsigned line_shift;                             /* 64 - bits + LINE_SHIFT (see bucket) */
-    mca_rcache_base_pgindex_node_t *bucket[];
+    void *block;                                     /* what to free */
+    size_t bytes;                                    /* header and lines */
+    unsigned bits;                                   /* log2 of the number of lines */
+    int released;                                    /* its lines were given back */
+    size_t overflowed;                               /* lines with OVERFLOW set (writer side) */
+    size_t built_overflowed;                         /* of them, set when it was built */
+    mca_rcache_base_pgindex_entry_t entry[] __attribute__((aligned(64)));
 } mca_rcache_base_pgindex_table_t;
 
 typedef struct mca_rcache_base_pgindex_t {
     mca_rcache_base_pgindex_table_t *table;
-    ptrdiff_t range_at;  /* from a node to its range: unsigned char *first_byte, *last_byte */
+    ptrdiff_t range_at;  /* from an item to its range: unsigned char *first_byte, *last_byte */
     unsigned page_shift; /* page number = byte address >> page_shift */
     size_t count;
     uint64_t active; /* bit s: class s holds a range */
@@ -72,126 +90,164 @@ typedef struct mca_rcache_base_pgindex_t {
 } mca_rcache_base_pgindex_t;
 
 /* Visitor: 0 to go on, anything else stops the walk and is returned. */
-typedef int (*mca_rcache_base_pgindex_visit_fn_t)(mca_rcache_base_pgindex_node_t *node, void *ctx);
+typedef int (*mca_rcache_base_pgindex_visit_fn_t)(void *item, void *ctx);
 
 /*
- * range_at: where each node's range is, relative to the node (may be
- * negative); page_shift: log2 of the page size those byte addresses are
- * counted in (0: they are page numbers already).
- * OPAL_ERR_OUT_OF_RESOURCE if the first table cannot be allocated.
+ * range_at: where each item's range is, relative to the item (the caller
+ * keeps it as it was at insert until the item is removed); page_shift:
+ * log2 of the page size those byte addresses are counted in (0: they are
+ * page numbers already).  OPAL_ERR_OUT_OF_RESOURCE if the first table
+ * cannot be allocated.
  */
 int mca_rcache_base_pgindex_init(mca_rcache_base_pgindex_t *idx, ptrdiff_t range_at,
                                  unsigned page_shift);
-/* Frees the tables (current and retired); the nodes are the caller's. */
+/* Frees the tables (current and retired); the items are the caller's. */
 void mca_rcache_base_pgindex_fini(mca_rcache_base_pgindex_t *idx);
 
-void mca_rcache_base_pgindex_insert(mca_rcache_base_pgindex_t *idx,
-                                    mca_rcache_base_pgindex_node_t *node, uintptr_t first,
+/* There is room for one more item (else grow first). */
+static inline bool mca_rcache_base_pgindex_room(const mca_rcache_base_pgindex_t *idx)
+{
+    return idx->count + 1 < ((size_t) 1 << (idx->table->bits + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT));
+}
+/* Only with room(). */
+void mca_rcache_base_pgindex_insert(mca_rcache_base_pgindex_t *idx, void *item, uintptr_t first,
                                     uintptr_t last);
-/*
- * The node's hash_next stays as it was, so that a lock-free reader standing
- * on it still reaches the rest of its chain.  Afterwards the caller may
- * link the node through hash_next into lists of its own: a reader that
- * could still stand on it started before the removal, which might_overlap
- * and visit_lockfree notice by the sequence count, and covering's visitor
- * validates what it finds anyway.
- */
-void mca_rcache_base_pgindex_remove(mca_rcache_base_pgindex_t *idx,
-                                    mca_rcache_base_pgindex_node_t *node);
+/* A lock-free reader may still hand out the item afterwards (see above). */
+void mca_rcache_base_pgindex_remove(mca_rcache_base_pgindex_t *idx, void *item);
 
 /*
- * Growing: the caller allocates a table outside its lock when wanted()
- * says so (the number of buckets, 0 if none is needed), then installs it
- * under the lock with rehash(), which returns the table to free (outside
- * the lock) when it was not needed any more, else NULL.  Replaced tables
- * are kept until fini: lock-free readers may still be in them.
+ * Growing: the caller allocates a table outside its lock when wanted() says so
+ * (the log2 of its lines, 0 if none is needed: more than 3/4 of the slots
+ * used, or many lines overflowed since it was built), then installs it
+ * under the lock with rehash(), which returns it when it was not needed
+ * any more (free it with table_free outside the lock), else NULL: then
+ * call release() outside the lock to give the replaced table's lines back.
  */
-size_t mca_rcache_base_pgindex_wanted(const mca_rcache_base_pgindex_t *idx);
-mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(size_t buckets);
+unsigned mca_rcache_base_pgindex_wanted(const mca_rcache_base_pgindex_t *idx);
+mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(unsigned bits);
+void mca_rcache_base_pgindex_table_free(mca_rcache_base_pgindex_table_t *t);
 mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_rehash(mca_rcache_base_pgindex_t *idx,
                                                                 mca_rcache_base_pgindex_table_t *t);
+void mca_rcache_base_pgindex_release(mca_rcache_base_pgindex_t *idx);
 
 /* Every range overlapping pages [first, last], each once (writer side). */
 int mca_rcache_base_pgindex_overlapping(mca_rcache_base_pgindex_t *idx, uintptr_t first,
                                         uintptr_t last, mca_rcache_base_pgindex_visit_fn_t fn,
                                         void *ctx);
 
-/* A chain is a few nodes long; a lock-free walk longer than this is being rebuilt under it. */
-#define MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT 64
-
 /* The smallest s with last - first + 1 <= 2^s (capped: class 63 has only two blocks). */
 static inline unsigned mca_rcache_base_pgindex_class(uintptr_t first, uintptr_t last)
 {
     uintptr_t span = last - first;
-    unsigned s = span ? 64 - (unsigned) __builtin_clzl(span) : 0;
+    unsigned s = span ? 64 - (unsigned) __builtin_clzll(span) : 0;
     return s < MCA_RCACHE_BASE_PGINDEX_CLASSES ? s : MCA_RCACHE_BASE_PGINDEX_CLASSES - 1;
 }
 
 static inline uintptr_t mca_rcache_base_pgindex_key(unsigned s, uintptr_t block)
 {
-    return block << 6 | s;
+    return block << 7 | (uintptr_t) s << 1;
 }
 
-/* The node's range in pages, from the caller's copy. */
+/* The item's range in pages, from the caller's copy. */
 static inline void mca_rcache_base_pgindex_range(const mca_rcache_base_pgindex_t *idx,
-                                                 const mca_rcache_base_pgindex_node_t *node,
-                                                 uintptr_t *first, uintptr_t *last)
+                                                 const void *item, uintptr_t *first,
+                                                 uintptr_t *last)
 {
-    unsigned char *const *range = (unsigned char *const *) ((const char *) node + idx->range_at);
+    unsigned char *const *range = (unsigned char *const *) ((const char *) item + idx->range_at);
     *first = (uintptr_t) __atomic_load_n(&range[0], __ATOMIC_RELAXED) >> idx->page_shift;
     *last = (uintptr_t) __atomic_load_n(&range[1], __ATOMIC_RELAXED) >> idx->page_shift;
 }
 
 /*
- * Eight consecutive blocks of a class share one cache line of buckets (a
+ * A key's home: SLOTS consecutive blocks of a class share one line (a
  * program registers neighbouring pages one after the other: they then meet
- * a line already in the cache).  The groups of eight are spread over the
- * table by Fibonacci hashing of the group's number with the class rotated
- * into its top bits, and a group's first block starts at a slot of the
- * line that the hash picks too, so that blocks eight apart do not all
- * crowd into slot 0.  Tables have at least 2^3 buckets.
+ * a line already in the cache, and a line holds a run of them).  The
+ * groups are spread over the table by Fibonacci hashing of the group's
+ * number with the class rotated into its top bits.
  */
-#define MCA_RCACHE_BASE_PGINDEX_LINE_SHIFT 3
-static inline mca_rcache_base_pgindex_node_t *const *
-mca_rcache_base_pgindex_bucket(const mca_rcache_base_pgindex_table_t *t, uintptr_t key)
+static inline size_t mca_rcache_base_pgindex_home(const mca_rcache_base_pgindex_table_t *t,
+                                                  uintptr_t key)
 {
-    const unsigned line = MCA_RCACHE_BASE_PGINDEX_LINE_SHIFT;
-    const uint64_t slots = ((uint64_t) 1 << line) - 1;
-    uint64_t h = ((uint64_t) (key >> (6 + line)) ^ (uint64_t) key << 58) * 0x9e3779b97f4a7c15ull;
-    return &t->bucket[(h >> t->line_shift) << line | (((key >> 6) + (h >> 29)) & slots)];
+    const unsigned shift = 7 + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT;
+    uint64_t h = ((uint64_t) (key >> shift) ^ (uint64_t) (key >> 1 & 63) << 58)
+                 * 0x9e3779b97f4a7c15ull;
+    return (size_t) (h >> (64 - t->bits));
+}
+
+/* The key's own slot in its line, where an insert puts it when that slot is free. */
+static inline unsigned mca_rcache_base_pgindex_home_slot(uintptr_t key)
+{
+    return (unsigned) (key >> 7) & (MCA_RCACHE_BASE_PGINDEX_SLOTS - 1);
+}
+
+/* Visit the item of slot j if it overlaps pages [first, last] (or with key_only: in any case). */
+static inline __attribute__((always_inline)) int
+mca_rcache_base_pgindex_visit_slot(const mca_rcache_base_pgindex_t *idx,
+                                   const mca_rcache_base_pgindex_entry_t *x, uintptr_t first,
+                                   uintptr_t last, bool key_only,
+                                   mca_rcache_base_pgindex_visit_fn_t fn, void *ctx)
+{
+    void *item = __atomic_load_n(&x->item, __ATOMIC_ACQUIRE);
+    uintptr_t lo, hi;
+    if (NULL == item) {
+        return 0;
+    }
+    if (!key_only) {
+        mca_rcache_base_pgindex_range(idx, item, &lo, &hi);
+    }
+    return key_only || (lo <= last && hi >= first) ? fn(item, ctx) : 0;
 }
 
 /*
- * Visit the nodes with this key that overlap pages [first, last] (or, with
- * key_only, all of them: the caller checks), looking at no more than
- * 'limit' nodes (*gave_up then).  Inline, so that a caller's visitor is
- * inlined too.
+ * Visit the items with this key that overlap pages [first, last] (or, with
+ * key_only, all of them: the caller checks): the home line, then the next
+ * lines while they overflowed.  Each line is visited at most once.  Inline,
+ * so that a caller's visitor is inlined too.
+ *
+ * The key first, then the item: a slot being rewritten may pair a key with
+ * another item or with none; the caller validates what it is handed (see
+ * the top).  The key's own slot is looked at first (where it usually is,
+ * one predictable test); the other keys of the line are compared without a
+ * branch (which of them holds the key is random: a branch per slot would
+ * be mispredicted).
  */
-static inline __attribute__((always_inline)) int mca_rcache_base_pgindex_probe(
-    const mca_rcache_base_pgindex_t *idx, const mca_rcache_base_pgindex_table_t *t, uintptr_t key,
-    uintptr_t first, uintptr_t last, bool key_only, mca_rcache_base_pgindex_visit_fn_t fn,
-    void *ctx, size_t limit, bool *gave_up)
+static inline __attribute__((always_inline)) int
+mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
+                              const mca_rcache_base_pgindex_table_t *t, uintptr_t key,
+                              uintptr_t first, uintptr_t last, bool key_only,
+                              mca_rcache_base_pgindex_visit_fn_t fn, void *ctx)
 {
-    mca_rcache_base_pgindex_node_t *n =
-        __atomic_load_n(mca_rcache_base_pgindex_bucket(t, key), __ATOMIC_ACQUIRE);
-    for (; n; n = __atomic_load_n(&n->hash_next, __ATOMIC_ACQUIRE)) {
-        if (0 == limit--) {
-            *gave_up = true;
-            return 0;
+    const uintptr_t ovf = MCA_RCACHE_BASE_PGINDEX_OVERFLOW;
+    const size_t mask = ((size_t) 1 << t->bits) - 1;
+    size_t line = mca_rcache_base_pgindex_home(t, key);
+    unsigned home = mca_rcache_base_pgindex_home_slot(key);
+    const mca_rcache_base_pgindex_entry_t *e = &t->entry[line * MCA_RCACHE_BASE_PGINDEX_SLOTS];
+    if ((__atomic_load_n(&e[home].key, __ATOMIC_RELAXED) & ~ovf) == key) {
+        int rc = mca_rcache_base_pgindex_visit_slot(idx, &e[home], first, last, key_only, fn, ctx);
+        if (rc) {
+            return rc;
         }
-        if (__atomic_load_n(&n->key, __ATOMIC_RELAXED) != key) {
-            continue; /* another key in the same bucket */
+    }
+    for (size_t n = 0; n <= mask; n++) {
+        uintptr_t key0 = __atomic_load_n(&e[0].key, __ATOMIC_RELAXED);
+        unsigned match = 0;
+#pragma GCC unroll 8
+        for (unsigned j = 0; j < MCA_RCACHE_BASE_PGINDEX_SLOTS; j++) {
+            uintptr_t k = j ? __atomic_load_n(&e[j].key, __ATOMIC_RELAXED) : key0;
+            match |= (unsigned) ((k & ~ovf) == key) << j;
         }
-        uintptr_t lo, hi;
-        if (!key_only) {
-            mca_rcache_base_pgindex_range(idx, n, &lo, &hi);
-        }
-        if (key_only || (lo <= last && hi >= first)) {
-            int rc = fn(n, ctx);
+        for (match &= ~(n ? 0u : 1u << home); match; match &= match - 1) {
+            int rc = mca_rcache_base_pgindex_visit_slot(idx, &e[__builtin_ctz(match)], first, last,
+                                                        key_only, fn, ctx);
             if (rc) {
                 return rc;
             }
         }
+        if (!(key0 & ovf)) {
+            break;
+        }
+        line = (line + 1) & mask;
+        e = &t->entry[line * MCA_RCACHE_BASE_PGINDEX_SLOTS];
     }
     return 0;
 }
@@ -200,16 +256,15 @@ static inline __attribute__((always_inline)) int mca_rcache_base_pgindex_probe(
  * Candidates for ranges covering all of pages [first, last]: two probes per
  * class that holds ranges.  The visitor gets every range of the blocks
  * probed and checks coverage itself, from its own copy of the range (a
- * caller embedding the node next to its hot fields then touches one cache
+ * caller keeping the range next to its hot fields then touches one cache
  * line per candidate).  Lock free it is best effort (see above); under the
- * writer's lock it misses only ranges beyond WALK_LIMIT in one chain.
+ * writer's lock it is exact.
  */
 static inline __attribute__((always_inline)) int
 mca_rcache_base_pgindex_covering(mca_rcache_base_pgindex_t *idx, uintptr_t first, uintptr_t last,
                                  mca_rcache_base_pgindex_visit_fn_t fn, void *ctx)
 {
     const mca_rcache_base_pgindex_table_t *t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE);
-    bool gave_up = false;
     /* A covering range has at least last - first + 1 pages: skip the smaller classes. */
     uint64_t act = __atomic_load_n(&idx->active, __ATOMIC_RELAXED)
                    & (~0ull << mca_rcache_base_pgindex_class(first, last));
@@ -217,13 +272,11 @@ mca_rcache_base_pgindex_covering(mca_rcache_base_pgindex_t *idx, uintptr_t first
         unsigned s = (unsigned) __builtin_ctzll(act);
         uintptr_t b = first >> s;
         int rc = mca_rcache_base_pgindex_probe(idx, t, mca_rcache_base_pgindex_key(s, b), first,
-                                               last, true, fn, ctx,
-                                               MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT, &gave_up);
+                                               last, true, fn, ctx);
         /* Ranges of class s > 0 reach into the next block. */
         if (0 == rc && s && b) {
             rc = mca_rcache_base_pgindex_probe(idx, t, mca_rcache_base_pgindex_key(s, b - 1), first,
-                                               last, true, fn, ctx,
-                                               MCA_RCACHE_BASE_PGINDEX_WALK_LIMIT, &gave_up);
+                                               last, true, fn, ctx);
         }
         if (rc) {
             return rc;
@@ -237,20 +290,20 @@ bool mca_rcache_base_pgindex_might_overlap(mca_rcache_base_pgindex_t *idx, uintp
                                            uintptr_t last);
 
 /*
- * Lock free: visit every node of the blocks where ranges overlapping pages
+ * Lock free: visit every item of the blocks where ranges overlapping pages
  * [first, last] can be (key_only: the visitor checks the range from its
  * own copy, as for covering; a nonzero return stops the walk).  True when
- * the walk was complete and consistent: the visitor then saw every node
+ * the walk was complete and consistent: the visitor then saw every item
  * that overlapped at the instant *seq names, and if unchanged(*seq) holds
  * later under the writer's lock, the index is still as it was then.  False
- * when it cannot tell (a writer was at work, too many blocks, a chain too
- * long, the visitor stopped): use overlapping() under the lock.
+ * when it cannot tell (a writer was at work, too many blocks, the visitor
+ * stopped): use overlapping() under the lock.
  */
 bool mca_rcache_base_pgindex_visit_lockfree(mca_rcache_base_pgindex_t *idx, uintptr_t first,
                                             uintptr_t last, mca_rcache_base_pgindex_visit_fn_t fn,
                                             void *ctx, uint32_t *seq);
 
-/* Under the writer's lock: no writer changed the index since visit_lockfree's *seq. */
+/* Under the writer's lock: no writer changed the index since *seq was read. */
 static inline bool mca_rcache_base_pgindex_unchanged(const mca_rcache_base_pgindex_t *idx,
                                                      uint32_t seq)
 {

@@ -11,32 +11,37 @@
  * (the CLOCK's "used" bit: a hit moves nothing).  Dropping a reference is
  * one compare-and-swap too, unless it is the last one and the registration
  * must go (invalid, bypass, leave_pinned off): that takes the lock.
- * Invalidation sets INVALID with one atomic operation that also tells
- * whether a reference is held, so a hit and an invalidation never both win.
+ * Invalidation sets INVALID with one compare-and-swap that also tells
+ * whether a reference is held, so a hit and an invalidation never both
+ * win, and whoever sets it on an unused registration owns its retirement.
  *
  * Registrations are type stable: once allocated by a module, their memory
- * goes to the module's spare list when released and is freed only at
+ * goes to the module's spare stack when released and is freed only at
  * destroy, so a lock-free reader that raced with a release reads a
  * registration (perhaps recycled for another range, which it checks after
- * taking its reference), never freed memory.
+ * taking its reference, or by the generation in the state word), never
+ * freed memory.
  *
- * Where a registration is (changed under the module lock):
+ * Where a registration is:
  *   valid      INDEXED and, unless PERSIST, EVICTABLE (the CLOCK may take it)
- *   invalid    out of the index; while in use on the in_use list; once
- *              unused, deregistered: at once when a call into the module
- *              invalidated it, at the next call when a release event did
- *              (pushed on the deferred stack)
- *   bypass     never indexed; on the in_use list until released
- * The lock is never held across register_mem, deregister_mem, malloc or
- * free, so a release hook that fires inside the allocator may take it
- * without deadlock.  A release event that overlaps no registration takes
- * no lock (mca_rcache_base_pgindex_might_overlap).
+ *   invalid    in use: still in the index (no lookup takes it) until its
+ *              last reference goes, then out and deregistered.  Unused:
+ *              out of the index and deregistered at once when a call into
+ *              the module invalidated it; when a release event did (lock
+ *              free), pushed on the deferred stack as it is, taken out and
+ *              deregistered at the next call
+ *   bypass     never indexed, CACHE_BYPASS, deregistered with its last
+ *              reference
+ * The lock (index changes, eviction) is never held across register_mem,
+ * deregister_mem, malloc or free, and a release event never takes it
+ * unless a writer is changing the index at that moment.
  */
 #ifndef OPAL_MCA_RCACHE_GRDMA_RCACHE_GRDMA_H
 #define OPAL_MCA_RCACHE_GRDMA_RCACHE_GRDMA_H
 
 #include <pthread.h>
 
+#include "opal/mca/rcache/base/rcache_base_pgindex.h"
 #include "opal/mca/rcache/rcache.h"
 
 /* Internal registration flags (above the public ones). */
@@ -44,9 +49,11 @@ enum {
     MCA_RCACHE_GRDMA_REGISTERING = 0x0100, /* register_mem running: not a hit yet */
     MCA_RCACHE_GRDMA_INDEXED = 0x0200,
     MCA_RCACHE_GRDMA_EVICTABLE = 0x0400,   /* valid, not PERSIST: the CLOCK may take it */
-    MCA_RCACHE_GRDMA_ON_IN_USE = 0x0800,
     MCA_RCACHE_GRDMA_RECENT = 0x1000,      /* hit since eviction last looked */
 };
+/* The top half of the flags: a generation, one more at each reuse of the memory. */
+#define MCA_RCACHE_GRDMA_GEN_ONE 0x10000u
+#define MCA_RCACHE_GRDMA_GEN 0xffff0000u
 
 typedef struct mca_rcache_grdma_module_t {
     mca_rcache_base_module_t super;
@@ -59,7 +66,6 @@ typedef struct mca_rcache_grdma_module_t {
     mca_rcache_base_pgindex_t index; /* grown outside the lock */
     void *clock_slab;              /* the CLOCK hand: a slab and a registration in it */
     unsigned clock_slot;
-    opal_list_t in_use;
     size_t cached_bytes, cached_entries; /* registrations in the index */
     uint32_t fork_gen;             /* generation of the registrations it holds */
     bool forked;                   /* in a child since the last call: drop the parent's */
@@ -77,6 +83,7 @@ typedef struct mca_rcache_grdma_module_t {
     mca_rcache_base_registration_t *spare;
     void *slabs; /* the memory of all registrations, freed at destroy */
     size_t nslabs;
+    unsigned slab_regs; /* registrations per slab */
 } mca_rcache_grdma_module_t;
 
 extern mca_rcache_base_component_t mca_rcache_grdma_component;

@@ -21,10 +21,6 @@
 
 typedef mca_rcache_base_registration_t reg_t;
 typedef mca_rcache_grdma_module_t grdma_t;
-typedef mca_rcache_base_pgindex_node_t node_t;
-
-#define REG_OF_NODE(n) ((reg_t *) ((char *) (n) - offsetof(reg_t, reg_index)))
-#define REG_OF_ITEM(i) ((reg_t *) ((char *) (i) - offsetof(reg_t, reg_list)))
 
 static uintptr_t page_size;
 static unsigned page_shift;
@@ -59,13 +55,23 @@ static inline void state_store(reg_t *reg, int32_t count, uint32_t flags)
 /* On failure *old is reloaded. */
 static inline bool state_cas(reg_t *reg, state_t *old, state_t new_state)
 {
-    return __atomic_compare_exchange_n(&reg->reg_state, &old->w, new_state.w, false,
-                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    uint64_t expected = old->w; /* a plain word: the state stays in registers */
+    bool done = __atomic_compare_exchange_n(&reg->reg_state, &expected, new_state.w, false,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    old->w = expected;
+    return done;
 }
 
 static inline uint64_t flag_bits(uint32_t flags)
 {
     state_t st = {.s = {0, flags}};
+    return st.w;
+}
+
+/* A count of one in the state word, to add or take away. */
+static inline uint64_t count_one(void)
+{
+    state_t st = {.s = {1, 0}};
     return st.w;
 }
 
@@ -80,6 +86,15 @@ static inline state_t set_flags(reg_t *reg, uint32_t set, uint32_t clear)
         old.w = __atomic_fetch_and(&reg->reg_state, ~flag_bits(clear), __ATOMIC_ACQ_REL);
     }
     return old;
+}
+
+/*
+ * The state of a spare: no count, no flag but the generation, which each
+ * reuse advances (mark_invalid tells incarnations apart by it).
+ */
+static inline uint32_t spare_flags(const reg_t *reg)
+{
+    return state_load(reg).s.flags & MCA_RCACHE_GRDMA_GEN;
 }
 
 /* A registration may be handed out: indexed, registered and not invalidated. */
@@ -102,14 +117,15 @@ static inline uintptr_t page_of(const void *addr)
 }
 
 /*
- * Registrations are carved from slabs of SLAB_REGS, each one aligned to a
- * cache line so that what a hit touches (the public fields, the state word,
- * the index link and key) is one line.  Slabs are freed at destroy.
- * A slab's first line links the slabs (newest first); its registrations
- * follow, one stride each.
+ * Registrations are carved from slabs of SLAB_BYTES, each one aligned to a
+ * cache line so that what a hit touches (the public fields and the state
+ * word) is one line.  Slabs are freed at destroy.  A slab's first line
+ * links the slabs (newest first); its m->slab_regs registrations follow,
+ * one stride each.
  */
-#define SLAB_REGS 32
+#define SLAB_BYTES 4096
 #define CACHE_LINE 64
+_Static_assert(sizeof(reg_t) <= CACHE_LINE, "a registration's own fields are one cache line");
 
 static inline size_t reg_stride(const grdma_t *m)
 {
@@ -122,22 +138,15 @@ static inline reg_t *slab_reg(const grdma_t *m, void *slab, unsigned i)
     return (reg_t *) ((char *) slab + CACHE_LINE + i * reg_stride(m));
 }
 
-/*
- * A registration out of the index (or never in it) is linked into the
- * module's lists (release chains, the deferred and the spare stacks)
- * through its index link: that is on the line that a release event reads
- * anyway.  A lock-free reader still standing on it may follow the link
- * into such a list; rcache_base_pgindex.h (remove) says why that is safe.
- */
+/* Release chains, the deferred and the spare stacks link through reg_next. */
 static inline reg_t *link_next(const reg_t *reg)
 {
-    node_t *n = __atomic_load_n(&reg->reg_index.hash_next, __ATOMIC_RELAXED);
-    return n ? REG_OF_NODE(n) : NULL;
+    return __atomic_load_n(&reg->reg_next, __ATOMIC_RELAXED);
 }
 
 static inline void link_set(reg_t *reg, reg_t *next)
 {
-    __atomic_store_n(&reg->reg_index.hash_next, next ? &next->reg_index : NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&reg->reg_next, next, __ATOMIC_RELAXED);
 }
 
 static inline void chain_push(reg_t **chain, reg_t *reg)
@@ -169,72 +178,114 @@ static reg_t *spare_pop_locked(grdma_t *m)
 /* Index a new registration, its state already INDEXED (lock held). */
 static void index_insert(grdma_t *m, reg_t *reg)
 {
-    mca_rcache_base_pgindex_insert(&m->index, &reg->reg_index, page_of(reg->base),
-                                   page_of(reg->bound));
+    mca_rcache_base_pgindex_insert(&m->index, reg, page_of(reg->base), page_of(reg->bound));
     __atomic_store_n(&m->cached_bytes, m->cached_bytes + reg_size(reg), __ATOMIC_RELAXED);
     __atomic_store_n(&m->cached_entries, m->cached_entries + 1, __ATOMIC_RELAXED);
 }
 
 /*
- * Keep at most one registration per two buckets.  The new table is allocated with
- * the lock dropped (a release hook may be waiting for it inside the
- * allocator) and installed under it.
+ * Keep the index's load at most 3/4.  The new table is allocated with the
+ * lock dropped (a release hook may be waiting for the lock inside the
+ * allocator), filled and installed under it; the old table's lines are
+ * given back after.  False if it could not grow.
  */
-static void index_grow(grdma_t *m)
+static bool index_grow(grdma_t *m)
 {
-    size_t want = mca_rcache_base_pgindex_wanted(&m->index);
+    unsigned want = mca_rcache_base_pgindex_wanted(&m->index);
     mca_rcache_base_pgindex_table_t *fresh = want ? mca_rcache_base_pgindex_table_new(want) : NULL;
     if (NULL == fresh) {
-        return; /* longer chains, still correct */
+        return 0 == want;
     }
     pthread_mutex_lock(&m->lock);
     fresh = mca_rcache_base_pgindex_rehash(&m->index, fresh);
     pthread_mutex_unlock(&m->lock);
-    free(fresh);
+    if (fresh) {
+        mca_rcache_base_pgindex_table_free(fresh);
+    } else {
+        mca_rcache_base_pgindex_release(&m->index);
+    }
+    return true;
 }
 
-/* Where a registration is linked: these bits change only under the lock. */
-#define LINKED_FLAGS \
-    (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_ON_IN_USE)
+/* Where a registration is linked: set and cleared under the lock (EVICTABLE also cleared by marking). */
+#define LINKED_FLAGS (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE)
 
-/*
- * Take reg out of the index and off the in_use list, as its flags f (from
- * before the caller cleared LINKED_FLAGS in its own atomic step) say (lock
- * held).
- */
+/* Take reg out of the index (lock held). */
+static void index_remove(grdma_t *m, reg_t *reg)
+{
+    mca_rcache_base_pgindex_remove(&m->index, reg);
+    __atomic_store_n(&m->cached_bytes, m->cached_bytes - reg_size(reg), __ATOMIC_RELAXED);
+    __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
+}
+
+/* The same if its flags f (from before the caller's atomic step) say it is there. */
 static void unlink_reg(grdma_t *m, reg_t *reg, uint32_t f)
 {
     if (f & MCA_RCACHE_GRDMA_INDEXED) {
-        mca_rcache_base_pgindex_remove(&m->index, &reg->reg_index);
-        __atomic_store_n(&m->cached_bytes, m->cached_bytes - reg_size(reg), __ATOMIC_RELAXED);
-        __atomic_store_n(&m->cached_entries, m->cached_entries - 1, __ATOMIC_RELAXED);
-    }
-    if (f & MCA_RCACHE_GRDMA_ON_IN_USE) {
-        opal_list_remove_item(&m->in_use, &reg->reg_list);
+        index_remove(m, reg);
     }
 }
 
 /*
- * Make reg invalid: never handed out again.  Setting INVALID, reading the
- * count and recording where it goes is one atomic step, so no hit slips in
- * between.  An unused one is unlinked and chained for deregistration; one
- * in use waits on the in_use list for its last reference (lock held).
+ * Make reg invalid if it is indexed, not invalid yet and overlaps
+ * [low, high]: never handed out again.  Lock free: setting INVALID (and
+ * clearing EVICTABLE) and reading the count is one compare-and-swap, so no
+ * hit and no other invalidation slips in between, and the range is read
+ * after the state it is compared with: a registration recycled for another
+ * range meanwhile has another generation, the CAS fails and the new range
+ * is checked.  True if it was unused: the caller then owns it (takes it
+ * out of the index under the lock, deregisters it).  One in use stays in
+ * the index, invalid, until its last reference goes (drop_last_locked).
  */
+static bool mark_invalid(reg_t *reg, uintptr_t low, uintptr_t high)
+{
+    state_t st = state_load(reg), inv;
+    do {
+        if ((st.s.flags & (MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_FLAGS_INVALID))
+                != MCA_RCACHE_GRDMA_INDEXED
+            || (uintptr_t) __atomic_load_n(&reg->base, __ATOMIC_RELAXED) > high
+            || (uintptr_t) __atomic_load_n(&reg->bound, __ATOMIC_RELAXED) < low) {
+            return false;
+        }
+        inv = st;
+        inv.s.flags = (st.s.flags & ~MCA_RCACHE_GRDMA_EVICTABLE) | MCA_RCACHE_FLAGS_INVALID;
+    } while (!state_cas(reg, &st, inv));
+    return 0 == st.s.count;
+}
+
+/* Registrations that marking handed over, chained through reg_next. */
+struct marked {
+    uintptr_t low, high;
+    reg_t *chain;
+};
+
+static int mark_cb(void *item, void *ctx)
+{
+    struct marked *mk = ctx;
+    reg_t *reg = item;
+    if (mark_invalid(reg, mk->low, mk->high)) {
+        chain_push(&mk->chain, reg);
+    }
+    return 0;
+}
+
+/*
+ * Take a chain that marking handed over out of the index (lock held).  Their
+ * state keeps INDEXED until release_chain makes them spare: nothing else
+ * acts on an invalid registration without references.
+ */
+static void unlink_chain_locked(grdma_t *m, reg_t *chain)
+{
+    for (reg_t *reg = chain; reg; reg = link_next(reg)) {
+        index_remove(m, reg);
+    }
+}
+
+/* Invalidate reg, one that the caller found (lock held); chained on *release if unused. */
 static void invalidate_locked(grdma_t *m, reg_t *reg, reg_t **release)
 {
-    state_t old = state_load(reg), inv;
-    do {
-        if (old.s.flags & MCA_RCACHE_FLAGS_INVALID) {
-            return; /* already handled */
-        }
-        inv = old;
-        inv.s.flags = (old.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID |
-                      (old.s.count > 0 ? MCA_RCACHE_GRDMA_ON_IN_USE : 0);
-    } while (!state_cas(reg, &old, inv));
-    unlink_reg(m, reg, old.s.flags);
-    if (old.s.count > 0) {
-        opal_list_append(&m->in_use, &reg->reg_list);
-    } else {
+    if (mark_invalid(reg, 0, UINTPTR_MAX)) {
+        index_remove(m, reg);
         chain_push(release, reg);
     }
 }
@@ -257,14 +308,14 @@ static void release_chain(grdma_t *m, reg_t *chain)
         /*
          * Frames are recorded only by a module made with verify_frames or
          * rcache_base_uffd=strict (register_slow); in any other, reg_frames
-         * stays NULL (slabs are zeroed), and reading it would cost the
+         * stays NULL (slab_alloc), and reading it would cost the
          * deregistration a cold line (it lies past the registration's first
          * line).  Either way a spare slot's is NULL.
          */
         if (m->verify_frames || m->super.rcache_uffd_strict) {
             mca_rcache_base_frames_release(reg);
         }
-        state_store(reg, 0, 0);
+        state_store(reg, 0, spare_flags(reg));
         last = reg;
     }
     stack_push(&m->spare, chain, last);
@@ -283,27 +334,19 @@ static void deferred_push(grdma_t *m, reg_t *chain)
     stack_push(&m->deferred, chain, last);
 }
 
-/* Still indexed: collected through reg_collect_next, not the index link. */
-static int collect_cb(node_t *node, void *ctx)
-{
-    reg_t **hits = ctx, *reg = REG_OF_NODE(node);
-    reg->reg_collect_next = *hits;
-    *hits = reg;
-    return 0;
-}
-
 /* Invalidate every registration overlapping [low, high] (lock held). */
 static void invalidate_overlapping_locked(grdma_t *m, uintptr_t low, uintptr_t high,
                                           reg_t **release)
 {
-    reg_t *hits = NULL;
-    /* Collect first: the index must not change under the walk. */
-    mca_rcache_base_pgindex_overlapping(&m->index, low >> page_shift, high >> page_shift,
-                                        collect_cb, &hits);
-    while (hits) {
-        reg_t *next = hits->reg_collect_next;
-        invalidate_locked(m, hits, release);
-        hits = next;
+    struct marked mk = {.low = low, .high = high, .chain = NULL};
+    mca_rcache_base_pgindex_overlapping(&m->index, low >> page_shift, high >> page_shift, mark_cb,
+                                        &mk);
+    /* After the walk: the index must not change under it. */
+    unlink_chain_locked(m, mk.chain);
+    while (mk.chain) {
+        reg_t *reg = mk.chain;
+        mk.chain = link_next(reg);
+        chain_push(release, reg);
     }
 }
 
@@ -321,14 +364,31 @@ static __attribute__((noinline)) void drop_parent_registrations(grdma_t *m)
     release_chain(m, release);
 }
 
+/* What release events left: marked invalid, still in the index; NULL if nothing. */
+static inline reg_t *take_deferred(grdma_t *m)
+{
+    return __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)
+               ? __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE)
+               : NULL;
+}
+
+/* Take such a chain out of the index and deregister it. */
+static void drain_chain(grdma_t *m, reg_t *chain)
+{
+    if (chain) {
+        pthread_mutex_lock(&m->lock);
+        unlink_chain_locked(m, chain);
+        pthread_mutex_unlock(&m->lock);
+        release_chain(m, chain);
+    }
+}
+
 static __attribute__((noinline)) void grdma_progress_slow(grdma_t *m)
 {
     if (m->forked) {
         drop_parent_registrations(m);
     }
-    if (__atomic_load_n(&m->deferred, __ATOMIC_RELAXED)) {
-        release_chain(m, __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE));
-    }
+    drain_chain(m, take_deferred(m));
 }
 
 /* At the start of every call: after fork, and work deferred by release events. */
@@ -343,7 +403,7 @@ static inline void grdma_progress(grdma_t *m)
 /* Move the CLOCK hand one registration on, over every slab in turn (lock held). */
 static reg_t *clock_advance(grdma_t *m)
 {
-    if (NULL == m->clock_slab || ++m->clock_slot == SLAB_REGS) {
+    if (NULL == m->clock_slab || ++m->clock_slot == m->slab_regs) {
         void *next = m->clock_slab ? *(void **) m->clock_slab : NULL;
         m->clock_slab = next ? next : __atomic_load_n(&m->slabs, __ATOMIC_ACQUIRE);
         m->clock_slot = 0;
@@ -361,14 +421,20 @@ static reg_t *clock_advance(grdma_t *m)
 static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
     const size_t slabs = __atomic_load_n(&m->nslabs, __ATOMIC_ACQUIRE);
-    for (size_t n = 2 * slabs * SLAB_REGS; n > 0; n--) {
+    for (size_t n = 2 * slabs * m->slab_regs; n > 0; n--) {
         reg_t *reg = clock_advance(m);
         state_t st = state_load(reg);
         if (!(st.s.flags & MCA_RCACHE_GRDMA_EVICTABLE)) {
             continue; /* spare, in registration, bypass, persistent or invalid */
         }
-        /* Unused and not recent: invalid only if no hit took it meanwhile (the CAS). */
-        while (0 == st.s.count && !(st.s.flags & MCA_RCACHE_GRDMA_RECENT)) {
+        /*
+         * Unused and not recent: invalid only if no hit took it and no
+         * release event marked it meanwhile (the CAS; a failed one reloads
+         * the state, which is checked again whole).
+         */
+        while (0 == st.s.count
+               && (st.s.flags & (MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT))
+                      == MCA_RCACHE_GRDMA_EVICTABLE) {
             state_t inv = {.s = {0, (st.s.flags & ~LINKED_FLAGS) | MCA_RCACHE_FLAGS_INVALID}};
             if (state_cas(reg, &st, inv)) {
                 unlink_reg(m, reg, st.s.flags);
@@ -427,7 +493,8 @@ static inline bool take_ref(reg_t *reg)
 {
     state_t st = state_load(reg);
     while (state_valid(st.s.flags) && st.s.count < INT32_MAX) {
-        state_t ref = {.s = {st.s.count + 1, st.s.flags | MCA_RCACHE_GRDMA_RECENT}};
+        /* One more (no carry: below INT32_MAX), RECENT set: word arithmetic, no field moves. */
+        state_t ref = {.w = (st.w + count_one()) | flag_bits(MCA_RCACHE_GRDMA_RECENT)};
         if (state_cas(reg, &st, ref)) {
             return true;
         }
@@ -437,22 +504,29 @@ static inline bool take_ref(reg_t *reg)
 
 static __attribute__((noinline)) int drop_ref_cold(grdma_t *m, reg_t *reg);
 
+/*
+ * A lookup: the first and the last byte asked (a registration's base is a
+ * page's first byte and its bound a page's last byte, so it covers the
+ * bytes asked exactly when it covers their pages).
+ */
 struct lookup {
     grdma_t *m;
     uintptr_t base, bound;
     int32_t access;
     reg_t *hit;  /* valid, covers, has the access asked; referenced */
     reg_t *grow; /* valid, covers, lacks some access (under the lock only) */
+    uint32_t seq; /* the index's sequence count when a lock-free lookup began */
+    bool seen;    /* that lookup met a candidate */
 };
 
 /*
  * A candidate from the index, under the lock: its fields are stable then
  * (recycling takes the lock), so they are checked before the reference.
  */
-static inline int lookup_cb(node_t *node, void *ctx)
+static inline int lookup_cb(void *item, void *ctx)
 {
     struct lookup *l = ctx;
-    reg_t *reg = REG_OF_NODE(node);
+    reg_t *reg = item;
     if ((uintptr_t) reg->base > l->base || (uintptr_t) reg->bound < l->bound) {
         return 0; /* the index leaves the check to us: these fields share the hit's cache line */
     }
@@ -483,17 +557,20 @@ static inline bool covers(const reg_t *reg, const struct lookup *l)
  * not cover (another range in the same block, too little access, recycled)
  * is dropped again: rare, and cheaper than checking twice on every hit.
  */
-static inline int hit_cb(node_t *node, void *ctx)
+static inline int hit_cb(void *item, void *ctx)
 {
     struct lookup *l = ctx;
-    reg_t *reg = REG_OF_NODE(node);
+    reg_t *reg = item;
     if (!take_ref(reg)) {
+        /* An invalid one stays so while indexed: no lookup under the lock would take it. */
+        l->seen |= !(state_load(reg).s.flags & MCA_RCACHE_FLAGS_INVALID);
         return 0;
     }
     if (covers(reg, l)) {
         l->hit = reg;
         return 1;
     }
+    l->seen = true; /* perhaps one to grow (under the lock) */
     drop_ref_cold(l->m, reg);
     return 0;
 }
@@ -508,6 +585,9 @@ static inline __attribute__((always_inline)) void lookup(grdma_t *m, struct look
 /* The same without the lock: best effort, a miss is asked again under the lock. */
 static inline __attribute__((always_inline)) void lookup_lockfree(grdma_t *m, struct lookup *l)
 {
+    l->hit = NULL;
+    l->seen = false;
+    l->seq = __atomic_load_n(&m->index.seq, __ATOMIC_ACQUIRE);
     mca_rcache_base_pgindex_covering(&m->index, l->base >> page_shift, l->bound >> page_shift,
                                      hit_cb, l);
 }
@@ -557,8 +637,7 @@ static inline int drop_ref(grdma_t *m, reg_t *reg)
         if (1 == st.s.count && !state_keep(m, st.s.flags)) {
             return drop_last_locked(m, reg);
         }
-        state_t dropped = st;
-        dropped.s.count--;
+        state_t dropped = {.w = st.w - count_one()}; /* no borrow: the count is positive */
         if (state_cas(reg, &st, dropped)) {
             break;
         }
@@ -575,6 +654,16 @@ static int drop_ref_cold(grdma_t *m, reg_t *reg)
     return drop_ref(m, reg);
 }
 
+/* A lookup of [addr, addr + size) (of addr's byte when size is 0) with this access. */
+static inline void lookup_init(struct lookup *l, grdma_t *m, const void *addr, size_t size,
+                               int32_t access)
+{
+    l->m = m;
+    l->base = (uintptr_t) addr;
+    l->bound = (uintptr_t) addr + size - (0 != size);
+    l->access = access;
+}
+
 /* The pages of [addr, addr + size) (of addr's page when size is 0): first byte, last byte. */
 static inline void page_range(const void *addr, size_t size, uintptr_t *base, uintptr_t *bound)
 {
@@ -582,34 +671,40 @@ static inline void page_range(const void *addr, size_t size, uintptr_t *base, ui
     *bound = ((uintptr_t) addr + size - (0 != size)) | (page_size - 1);
 }
 
-/* A new slab of spare registrations (lock NOT held); false if out of memory. */
+/*
+ * A new slab of spare registrations (lock NOT held); false if out of memory.
+ * Of a spare, only the state word (read by the CLOCK hand) and reg_frames
+ * are read before reg_new_locked writes the rest: nothing else is cleared.
+ */
 static bool slab_alloc(grdma_t *m)
 {
-    size_t stride = reg_stride(m);
-    char *slab = aligned_alloc(CACHE_LINE, CACHE_LINE + SLAB_REGS * stride);
+    char *slab = aligned_alloc(CACHE_LINE, CACHE_LINE + m->slab_regs * reg_stride(m));
     if (NULL == slab) {
         return false;
     }
-    memset(slab, 0, CACHE_LINE + SLAB_REGS * stride);
+    reg_t *first = slab_reg(m, slab, 0), *last = first;
+    for (unsigned i = 0; i < m->slab_regs; i++) {
+        reg_t *reg = slab_reg(m, slab, i);
+        state_store(reg, 0, 0);
+        reg->reg_frames = NULL;
+        link_set(last, reg);
+        last = reg;
+    }
+    link_set(last, NULL);
     void *head = __atomic_load_n(&m->slabs, __ATOMIC_RELAXED);
     do {
         *(void **) slab = head; /* the slab's first line links the slabs */
     } while (!__atomic_compare_exchange_n(&m->slabs, &head, slab, true, __ATOMIC_RELEASE,
                                           __ATOMIC_RELAXED));
     __atomic_add_fetch(&m->nslabs, 1, __ATOMIC_RELEASE);
-    reg_t *first = slab_reg(m, slab, 0), *last = first;
-    for (unsigned i = 1; i < SLAB_REGS; i++) {
-        link_set(last, slab_reg(m, slab, i));
-        last = link_next(last);
-    }
     stack_push(&m->spare, first, last);
     return true;
 }
 
 /*
  * A spare registration set up for [base, bound], referenced, REGISTERING,
- * and linked (indexed, or on in_use for a bypass one); NULL when there is
- * no spare (lock held).
+ * and indexed unless it is a bypass one; NULL when there is no spare (lock
+ * held).
  */
 static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t bound,
                              uint32_t flags, int32_t access_flags)
@@ -619,10 +714,13 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
         return NULL;
     }
     /* Not the header: a stale lock-free reader may still be looking at its state word. */
-    memset((char *) reg + sizeof(reg_t), 0, m->resources.sizeof_reg - sizeof(reg_t));
+    if (m->resources.sizeof_reg > sizeof(reg_t)) {
+        memset((char *) reg + sizeof(reg_t), 0, m->resources.sizeof_reg - sizeof(reg_t));
+    }
     reg->rcache = &m->super;
-    reg->base = (unsigned char *) base;
-    reg->bound = (unsigned char *) bound;
+    /* Read by lock-free markers of an older incarnation (mark_invalid). */
+    __atomic_store_n(&reg->base, (unsigned char *) base, __ATOMIC_RELAXED);
+    __atomic_store_n(&reg->bound, (unsigned char *) bound, __ATOMIC_RELAXED);
     reg->alloc_base = addr;
     reg->access_flags = access_flags;
     reg->reg_fork_gen = m->fork_gen; /* reg_frames: NULL in every spare (release_chain) */
@@ -634,18 +732,15 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
      * CLOCK hand (RECENT), wherever its slot is.
      */
     uint32_t state = (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST)) |
-                     MCA_RCACHE_GRDMA_REGISTERING;
-    if (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) {
-        state |= MCA_RCACHE_GRDMA_ON_IN_USE;
-    } else if (flags & MCA_RCACHE_FLAGS_PERSIST) {
+                     MCA_RCACHE_GRDMA_REGISTERING |
+                     ((spare_flags(reg) + MCA_RCACHE_GRDMA_GEN_ONE) & MCA_RCACHE_GRDMA_GEN);
+    if (flags & MCA_RCACHE_FLAGS_PERSIST) {
         state |= MCA_RCACHE_GRDMA_INDEXED;
-    } else {
+    } else if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
         state |= MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT;
     }
     state_store(reg, 1, state);
-    if (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) {
-        opal_list_append(&m->in_use, &reg->reg_list);
-    } else {
+    if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
         index_insert(m, reg);
     }
     return reg;
@@ -681,33 +776,78 @@ static inline void uffd_drain(grdma_t *m)
 }
 
 /*
+ * What a lock-free lookup that missed knew: the index's sequence count when
+ * it began and whether it met a candidate (passed by value: a lookup whose
+ * address escaped would live in memory on the hit path).
+ */
+typedef struct {
+    bool tried;
+    bool seen;
+    uint32_t seq;
+} missed_t;
+
+static inline missed_t missed_by(const struct lookup *l)
+{
+    missed_t mi = {.tried = true, .seen = l->seen, .seq = l->seq};
+    return mi;
+}
+
+static const missed_t not_tried = {.tried = false};
+
+/*
  * Everything but the lock-free hit: work left by release events, a bypass
- * registration, a new one.  'looked': the hit was tried already (without
- * the lock) and missed.
+ * registration, a new one.  'tried': the lock-free lookup that missed
+ * already, if any.
  */
 static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_t size,
                                                    uint32_t flags, int32_t access_flags,
-                                                   reg_t **reg_out, bool looked)
+                                                   reg_t **reg_out, missed_t tried)
 {
     if (NULL == reg_out) {
         return OPAL_ERR_BAD_PARAM;
     }
     *reg_out = NULL;
-    grdma_progress(m);
+    if (!tried.tried) {
+        uffd_drain(m); /* register_checked drained already */
+    }
+    if (__builtin_expect(m->forked, 0)) {
+        drop_parent_registrations(m);
+    }
+    /* Taken out of the index in the locked section below (one lock for both), deregistered after. */
+    reg_t *deferred = take_deferred(m);
     uintptr_t base, bound;
     page_range(addr, size, &base, &bound);
     bool bypass = flags & MCA_RCACHE_FLAGS_CACHE_BYPASS;
-    struct lookup l = {.m = m, .base = base, .bound = bound, .access = access_flags};
+    struct lookup l;
     reg_t *reg = NULL;
+    lookup_init(&l, m, addr, size, access_flags);
+    l.hit = NULL;
 
-    if (!bypass && !looked) {
+    if (tried.tried) {
+        l.seq = tried.seq;
+        l.seen = tried.seen;
+    } else if (!bypass) {
         lookup_lockfree(m, &l);
+    } else {
+        l.seen = true; /* no lock-free lookup: unused, a bypass one looks for nothing */
+        l.seq = 0;
     }
     while (NULL == l.hit && NULL == reg) {
-        reg_t *release = NULL;
+        reg_t *release = deferred;
+        bool full = false; /* the index must grow first */
+        deferred = NULL;
         pthread_mutex_lock(&m->lock);
+        /*
+         * The lock-free lookup met no candidate but invalid ones and no
+         * writer has been at the index since it began: the same lookup
+         * under the lock would find nothing either (taking the deferred
+         * ones out first only removes).
+         */
+        bool again = !bypass
+                     && (l.seen || (l.seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, l.seq));
+        unlink_chain_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
-        if (!bypass) {
+        if (again) {
             lookup(m, &l);
         }
         if (NULL == l.hit) {
@@ -721,20 +861,22 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
             if (!bypass && m->limited) {
                 evict_for_limits_locked(m, 1, bound - base + 1, &release);
             }
-            reg = reg_new_locked(m, addr, base, bound, flags, access_flags);
+            full = !bypass && !mca_rcache_base_pgindex_room(&m->index);
+            reg = full ? NULL : reg_new_locked(m, addr, base, bound, flags, access_flags);
         }
         pthread_mutex_unlock(&m->lock);
         release_chain(m, release);
-        if (NULL == l.hit && NULL == reg && !slab_alloc(m)) {
+        if (full ? !index_grow(m) : NULL == l.hit && NULL == reg && !slab_alloc(m)) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
     }
+    drain_chain(m, deferred); /* the lock-free lookup hit: no locked section ran */
     if (l.hit) {
         if (m->verify_frames) {
             mca_rcache_base_frames_check(l.hit, "rcache_register");
         }
         if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
-            return register_slow(m, addr, size, flags, access_flags, reg_out, false);
+            return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
         }
         *reg_out = l.hit;
         return OPAL_SUCCESS;
@@ -753,8 +895,8 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
 
     if (OPAL_SUCCESS != rc) {
         pthread_mutex_lock(&m->lock);
-        unlink_reg(m, reg, reg->flags);
-        state_store(reg, 0, 0);
+        unlink_reg(m, reg, reg->flags); /* ours alone: a release meanwhile only marked it */
+        state_store(reg, 0, spare_flags(reg));
         pthread_mutex_unlock(&m->lock);
         stack_push(&m->spare, reg, reg);
         return rc;
@@ -768,30 +910,57 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     return OPAL_SUCCESS;
 }
 
-/* The hit: no lock, one probe per size class in use, one compare-and-swap. */
+/*
+ * A registration with a userfaultfd source or page-frame checks: the
+ * source's events first, the checks after the hit.
+ */
+static __attribute__((noinline)) int register_checked(grdma_t *m, void *addr, size_t size,
+                                                      uint32_t flags, int32_t access_flags,
+                                                      reg_t **reg_out)
+{
+    uffd_drain(m);
+    struct lookup l;
+    lookup_init(&l, m, addr, size, access_flags);
+    lookup_lockfree(m, &l);
+    if (NULL == l.hit) {
+        return register_slow(m, addr, size, flags, access_flags, reg_out, missed_by(&l));
+    }
+    if (m->verify_frames) {
+        mca_rcache_base_frames_check(l.hit, "rcache_register");
+    }
+    if (m->super.rcache_uffd_strict && !confirm_hit(m, l.hit)) {
+        return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
+    }
+    *reg_out = l.hit;
+    return OPAL_SUCCESS;
+}
+
+/*
+ * The hit: no lock, one probe per size class in use, one compare-and-swap.
+ * One test sends everything else elsewhere: no result pointer, a bypass
+ * registration, work left by release events or fork (register_slow), a
+ * userfaultfd source or frame checks (register_checked).
+ */
 static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size, uint32_t flags,
                           int32_t access_flags, reg_t **reg_out)
 {
     grdma_t *m = (grdma_t *) rcache;
-    uffd_drain(m);
-    bool plain = NULL != reg_out && !(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) &&
-                 !(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)));
-    if (__builtin_expect(plain, 1)) {
-        struct lookup l = {.m = m, .access = access_flags};
-        page_range(addr, size, &l.base, &l.bound);
-        lookup_lockfree(m, &l);
-        if (__builtin_expect(NULL != l.hit, 1)) {
-            if (__builtin_expect(m->verify_frames, 0)) {
-                mca_rcache_base_frames_check(l.hit, "rcache_register");
-            }
-            if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
-                return register_slow(m, addr, size, flags, access_flags, reg_out, false);
-            }
-            *reg_out = l.hit;
-            return OPAL_SUCCESS;
-        }
+    bool pending = m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED));
+    bool checks = (NULL != m->super.rcache_uffd) | m->verify_frames;
+    if (__builtin_expect(NULL == reg_out || (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) || pending, 0)) {
+        return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
     }
-    return register_slow(m, addr, size, flags, access_flags, reg_out, plain);
+    if (__builtin_expect(checks, 0)) {
+        return register_checked(m, addr, size, flags, access_flags, reg_out);
+    }
+    struct lookup l;
+    lookup_init(&l, m, addr, size, access_flags);
+    lookup_lockfree(m, &l);
+    if (__builtin_expect(NULL != l.hit, 1)) {
+        *reg_out = l.hit;
+        return OPAL_SUCCESS;
+    }
+    return register_slow(m, addr, size, flags, access_flags, reg_out, missed_by(&l));
 }
 
 static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size, reg_t **reg_out)
@@ -802,8 +971,8 @@ static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size,
     }
     uffd_drain(m);
     grdma_progress(m);
-    struct lookup l = {.m = m, .access = 0};
-    page_range(addr, size, &l.base, &l.bound);
+    struct lookup l;
+    lookup_init(&l, m, addr, size, 0);
     lookup_lockfree(m, &l);
     if (NULL == l.hit) {
         /* Lock-free lookups may miss a registration that moved meanwhile: ask again, exactly. */
@@ -848,46 +1017,24 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
 
 /*
  * The release hook: runs before the pages go, possibly inside the
- * allocator.  Invalidation is immediate; deregistration is left to the
- * next call into this module (or its destruction), always: deregister_mem
- * and free may need the allocator's lock when from_alloc, and otherwise
- * the event stays short (UCX defers the same way).  What waits is the
- * registrations themselves, chained on the deferred stack: however many
- * events come without a call, nothing is allocated and nothing grows.
- * Pages that no registration touches cost a few lock-free probes.
+ * allocator.  Invalidation is immediate and lock free (mark_invalid, on
+ * what a lock-free walk of the index finds; the walk is redone under the
+ * lock only when a writer was at work meanwhile); taking the unused ones
+ * out of the index and deregistering them is left to the next call into
+ * this module (or its destruction), always: deregister_mem and free may
+ * need the allocator's lock when from_alloc, and otherwise the event stays
+ * short (UCX defers the same way).  What waits is the registrations
+ * themselves, chained on the deferred stack, each at most once (marking
+ * hands it over once): however many events come without a call, nothing is
+ * allocated and nothing grows.  Pages that no registration touches cost a
+ * few lock-free probes, or one look at the chunk counts.
  */
-/* What a release event found without the lock: the registrations overlapping its pages. */
-#define RELEASE_BATCH 8
-struct overlap {
-    uintptr_t low, high;
-    unsigned count;
-    reg_t *reg[RELEASE_BATCH];
-};
-
-static int overlap_cb(node_t *node, void *ctx)
-{
-    struct overlap *o = ctx;
-    reg_t *reg = REG_OF_NODE(node);
-    if ((uintptr_t) reg->base > o->high || (uintptr_t) reg->bound < o->low) {
-        return 0;
-    }
-    if (RELEASE_BATCH == o->count) {
-        return 1; /* more than a batch: the walk under the lock finds them */
-    }
-    o->reg[o->count++] = reg;
-    return 0;
-}
-
 static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t size,
                           bool from_alloc)
 {
     grdma_t *m = (grdma_t *) rcache;
-    reg_t *release = NULL;
-    struct overlap o; /* reg[] is written as it fills */
+    struct marked mk = {.low = (uintptr_t) addr, .high = (uintptr_t) addr + size - 1};
     uint32_t seq;
-    o.low = (uintptr_t) addr;
-    o.high = o.low + size - 1;
-    o.count = 0;
     (void) from_alloc;
     /*
      * A registration inserted concurrently with the release of its own
@@ -896,23 +1043,14 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
     if (0 == size || 0 == __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED)) {
         return;
     }
-    /* One walk, without the lock; under it, the sequence count says whether it still holds. */
-    bool complete = mca_rcache_base_pgindex_visit_lockfree(&m->index, o.low >> page_shift,
-                                                           o.high >> page_shift, overlap_cb, &o,
-                                                           &seq);
-    if (complete && 0 == o.count) {
-        return;
+    if (!mca_rcache_base_pgindex_visit_lockfree(&m->index, mk.low >> page_shift,
+                                                mk.high >> page_shift, mark_cb, &mk, &seq)) {
+        pthread_mutex_lock(&m->lock);
+        mca_rcache_base_pgindex_overlapping(&m->index, mk.low >> page_shift, mk.high >> page_shift,
+                                            mark_cb, &mk);
+        pthread_mutex_unlock(&m->lock);
     }
-    pthread_mutex_lock(&m->lock);
-    if (complete && mca_rcache_base_pgindex_unchanged(&m->index, seq)) {
-        for (unsigned i = 0; i < o.count; i++) {
-            invalidate_locked(m, o.reg[i], &release);
-        }
-    } else {
-        invalidate_overlapping_locked(m, o.low, o.high, &release);
-    }
-    pthread_mutex_unlock(&m->lock);
-    deferred_push(m, release);
+    deferred_push(m, mk.chain);
 }
 
 static void grdma_atfork(mca_rcache_base_module_t *rcache, mca_rcache_base_atfork_phase_t phase)
@@ -933,18 +1071,22 @@ static void grdma_finalize(mca_rcache_base_module_t *rcache)
 {
     grdma_t *m = (grdma_t *) rcache;
     reg_t *release = NULL;
-    grdma_progress(m);
-    pthread_mutex_lock(&m->lock);
-    invalidate_overlapping_locked(m, 0, UINTPTR_MAX, &release);
-    /* Still referenced: the caller destroys under its own users; they go too. */
-    while (!opal_list_is_empty(&m->in_use)) {
-        reg_t *reg = REG_OF_ITEM(opal_list_get_first(&m->in_use));
-        unlink_reg(m, reg, set_flags(reg, 0, LINKED_FLAGS).s.flags);
-        chain_push(&release, reg);
+    grdma_progress(m); /* the deferred ones, out of the index */
+    /*
+     * Every registration not spare goes: cached, in use (the caller destroys
+     * under its own users), invalid and waiting for its last reference,
+     * bypass.  No release event runs any more (the base took the module out
+     * of its callback first); the index goes whole.
+     */
+    for (void *slab = m->slabs; slab; slab = *(void **) slab) {
+        for (unsigned i = 0; i < m->slab_regs; i++) {
+            reg_t *reg = slab_reg(m, slab, i);
+            if (state_load(reg).s.flags & ~MCA_RCACHE_GRDMA_GEN) {
+                chain_push(&release, reg);
+            }
+        }
     }
-    pthread_mutex_unlock(&m->lock);
     release_chain(m, release);
-    release_chain(m, __atomic_exchange_n(&m->deferred, NULL, __ATOMIC_ACQUIRE));
     for (void *slab = m->slabs, *next; slab; slab = next) {
         next = *(void **) slab;
         free(slab);
@@ -961,10 +1103,8 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     page_shift = (unsigned) __builtin_ctzl(page_size);
     grdma_t *m = calloc(1, sizeof(*m));
     /* The index reads each range from the registration: base and bound (last byte). */
-    const ptrdiff_t range_at = (ptrdiff_t) offsetof(reg_t, base) -
-                               (ptrdiff_t) offsetof(reg_t, reg_index);
-    if (NULL == m ||
-        OPAL_SUCCESS != mca_rcache_base_pgindex_init(&m->index, range_at, page_shift)) {
+    if (NULL == m || OPAL_SUCCESS != mca_rcache_base_pgindex_init(
+                         &m->index, (ptrdiff_t) offsetof(reg_t, base), page_shift)) {
         free(m);
         return NULL;
     }
@@ -982,8 +1122,9 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     m->max_entries = mca_rcache_grdma_max_entries;
     m->limited = m->max_bytes || m->max_entries;
     m->verify_frames = 0 != mca_rcache_base_verify_frames;
+    m->slab_regs = (unsigned) ((SLAB_BYTES - CACHE_LINE) / reg_stride(m));
+    m->slab_regs = m->slab_regs ? m->slab_regs : 1;
     pthread_mutex_init(&m->lock, NULL);
-    opal_list_init(&m->in_use);
     m->fork_gen = mca_rcache_base_fork_gen;
     return &m->super;
 }

@@ -165,6 +165,8 @@ static void check_decline(const char *name, void *f, const char *says)
 #    include "test/mca/patcher/overwrite/overwrite_reloc_aarch64.h"
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
 #    include "test/mca/patcher/overwrite/overwrite_reloc_ppc64le.h"
+#elif defined(__riscv) && 64 == __riscv_xlen
+#    include "test/mca/patcher/overwrite/overwrite_reloc_riscv64.h"
 #endif
 
 /*

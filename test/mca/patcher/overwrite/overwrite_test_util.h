@@ -56,6 +56,8 @@ static inline mca_patcher_base_module_t *overwrite_test_setup(void)
 #    include "test/mca/patcher/overwrite/overwrite_test_aarch64.h"
 #elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
 #    include "test/mca/patcher/overwrite/overwrite_test_ppc64le.h"
+#elif defined(__riscv) && 64 == __riscv_xlen
+#    include "test/mca/patcher/overwrite/overwrite_test_riscv64.h"
 #endif
 /* Instructions begin at multiples of this (a 'misalign' is rounded down to it). */
 #ifndef OVERWRITE_TEST_INSN_ALIGN

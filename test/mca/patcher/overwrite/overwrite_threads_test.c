@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
+#include "test/support/emulated.h"
 
 #define THREADS 4
 #define ROUNDS 200
@@ -69,7 +70,8 @@ int main(void)
         CHECK(0 == pthread_create(&th[t], NULL, caller, (void *) (uintptr_t) (t + 1)));
     }
     int failures = 0;
-    for (int round = 0; round < ROUNDS && failures == 0; round++) {
+    const int rounds = test_rounds(ROUNDS);
+    for (int round = 0; round < rounds && failures == 0; round++) {
         /* The chains are stored before the jumps go live. */
         int rc1 = patcher->patch_address_chain((uintptr_t) simple, (uintptr_t) intercept_simple,
                                                (uintptr_t *) &chain_simple);
