@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <gnu/lib-names.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -48,28 +49,19 @@
 #define GLIBC_HEAP_MAX_SIZE (64UL << 20)
 #define GLIBC_DEFAULT_TRIM_THRESHOLD (128 * 1024)
 
-/* What each intercept chains to, per variant (memory_variants.h): the
- * allocator callers reach, and each namespace's copy of glibc's. */
-static struct {
-    void (*free[NUM_VARIANTS])(void *);
-    void *(*realloc[NUM_VARIANTS])(void *, size_t);
-    void *(*reallocarray[NUM_VARIANTS])(void *, size_t, size_t);
-    int (*malloc_trim[NUM_VARIANTS])(size_t);
-} chain;
-
+/* Each variant (memory_variants.h) chains to an allocator: the one callers
+ * reach, or a namespace's copy of glibc's; glibc_chunks says whether its
+ * blocks are glibc's. */
 static bool installed;
-/* Per variant, whether the blocks are glibc's: false when the free that
- * slots reached is not (another hooker, UCX's libucm in reloc mode, put
- * its own allocator behind the GOT). */
-static bool glibc_chunks[NUM_VARIANTS];
 
 /* Off the common path: a chunk with the IS_MMAPPED bit set. */
-static __attribute__((noinline, cold)) void announce_mmapped(int v, const size_t *header)
+static __attribute__((noinline, cold)) void announce_mmapped(const opal_mem_variant_t *var,
+                                                             const size_t *header)
 {
     /* Another allocator behind the GOT (UCX's dlmalloc) also keeps a size
      * word there, with other meanings for its bits: believe the bit only
      * when the blocks are glibc's. */
-    if (__atomic_load_n(&glibc_chunks[v], __ATOMIC_RELAXED)) {
+    if (__atomic_load_n(&var->glibc_chunks, __ATOMIC_RELAXED)) {
         uintptr_t start = (uintptr_t) header - header[0];
         size_t len = header[0] + (header[1] & ~(size_t) GLIBC_SIZE_BITS);
         opal_mem_hooks_dispatch(start, len, true);
@@ -77,7 +69,7 @@ static __attribute__((noinline, cold)) void announce_mmapped(int v, const size_t
 }
 
 /* Every free passes here: a test of one bit, then the chain. */
-static inline void announce_mmapped_chunk(int v, void *p)
+static inline void announce_mmapped_chunk(const opal_mem_variant_t *var, void *p)
 {
     /* The header only of a block: free(NULL) has none (nor any pointer arithmetic). */
     if (NULL == p) {
@@ -85,30 +77,33 @@ static inline void announce_mmapped_chunk(int v, void *p)
     }
     const size_t *header = (const size_t *) p - 2;
     if (__builtin_expect(header[1] & GLIBC_IS_MMAPPED, 0)) {
-        announce_mmapped(v, header);
+        announce_mmapped(var, header);
     }
 }
 
-ENTRY_INLINE void free_common(int v, void *p)
+ENTRY_INLINE void free_common(opal_mem_variant_t *var, void *p)
 {
-    announce_mmapped_chunk(v, p);
-    chain.free[v](p);
+    announce_mmapped_chunk(var, p);
+    var->chain.free(p);
 }
+/* Defines intercept_free_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_VOID_ENTRIES(free, (void *p), (p))
 
 /* realloc may move or shrink an mmapped chunk (mremap) or free it. */
-ENTRY_INLINE void *realloc_common(int v, void *p, size_t size)
+ENTRY_INLINE void *realloc_common(opal_mem_variant_t *var, void *p, size_t size)
 {
-    announce_mmapped_chunk(v, p);
-    return chain.realloc[v](p, size);
+    announce_mmapped_chunk(var, p);
+    return var->chain.realloc(p, size);
 }
+/* Defines intercept_realloc_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(realloc, void *, (void *p, size_t size), (p, size))
 
-ENTRY_INLINE void *reallocarray_common(int v, void *p, size_t n, size_t size)
+ENTRY_INLINE void *reallocarray_common(opal_mem_variant_t *var, void *p, size_t n, size_t size)
 {
-    announce_mmapped_chunk(v, p);
-    return chain.reallocarray[v](p, n, size);
+    announce_mmapped_chunk(var, p);
+    return var->chain.reallocarray(p, n, size);
 }
+/* Defines intercept_reallocarray_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(reallocarray, void *, (void *p, size_t n, size_t size), (p, n, size))
 
 static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
@@ -128,24 +123,29 @@ static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
 
 /* A namespace's copy trims its own heaps: announcing every heap of the
  * process is more than needed, never less. */
-static int malloc_trim_common(int v, size_t pad)
+static int malloc_trim_common(opal_mem_variant_t *var, size_t pad)
 {
     /* Outside the allocator's lock yet: from_alloc is false. */
     uintptr_t brk_end = (uintptr_t) syscall(SYS_brk, 0);
     opal_proc_maps_foreach(announce_trimmable, &brk_end);
-    return chain.malloc_trim[v](pad);
+    return var->chain.malloc_trim(pad);
 }
+/* Defines intercept_malloc_trim_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(malloc_trim, int, (size_t pad), (pad))
 
-static const struct {
+typedef struct alloc_target_t {
     const char *name;
     uintptr_t entry[NUM_VARIANTS];
-    void **chain; /* chain[NUM_VARIANTS] */
-} alloc_targets[] = {
-    {"free", ENTRY_ADDRESSES(free), (void **) chain.free},
-    {"realloc", ENTRY_ADDRESSES(realloc), (void **) chain.realloc},
-    {"reallocarray", ENTRY_ADDRESSES(reallocarray), (void **) chain.reallocarray},
-    {"malloc_trim", ENTRY_ADDRESSES(malloc_trim), (void **) chain.malloc_trim},
+    size_t chain; /* its chain in a variant: offsetof(opal_mem_variant_t, ...) */
+} alloc_target_t;
+
+#define ALLOC_TARGET(fn) {#fn, ENTRY_ADDRESSES(fn), offsetof(opal_mem_variant_t, chain.fn)}
+
+static const alloc_target_t alloc_targets[] = {
+    ALLOC_TARGET(free),
+    ALLOC_TARGET(realloc),
+    ALLOC_TARGET(reallocarray),
+    ALLOC_TARGET(malloc_trim),
 };
 #define NUM_ALLOC_TARGETS (sizeof(alloc_targets) / sizeof(alloc_targets[0]))
 
@@ -197,24 +197,26 @@ int opal_mem_hooks_install_alloc_intercepts(void)
     if (!glibc_in_use) {
         return OPAL_SUCCESS;
     }
+    opal_mem_variant_t *global = &opal_mem_variants[VARIANT_GLOBAL];
     /* Set before free can reach the intercept; cleared below if the chain
      * turns out to be another allocator. */
-    __atomic_store_n(&glibc_chunks[VARIANT_GLOBAL], true, __ATOMIC_RELAXED);
+    __atomic_store_n(&global->glibc_chunks, true, __ATOMIC_RELAXED);
     for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
-        int rc = opal_patcher->patch_symbol(alloc_targets[i].name, alloc_targets[i].entry[VARIANT_GLOBAL],
-                                            (uintptr_t *) &alloc_targets[i].chain[VARIANT_GLOBAL]);
-        if (OPAL_SUCCESS != rc || NULL == alloc_targets[i].chain[VARIANT_GLOBAL]) {
-            opal_output("cannot intercept %s: %s", alloc_targets[i].name,
+        const alloc_target_t *t = &alloc_targets[i];
+        int rc = opal_patcher->patch_symbol(t->name, t->entry[VARIANT_GLOBAL],
+                                            (uintptr_t *) opal_mem_variant_chain(global, t->chain));
+        if (OPAL_SUCCESS != rc || NULL == *opal_mem_variant_chain(global, t->chain)) {
+            opal_output("cannot intercept %s: %s", t->name,
                         OPAL_SUCCESS != rc ? opal_strerror(rc) : "no definition to chain to");
             return OPAL_SUCCESS != rc ? rc : OPAL_ERR_NOT_FOUND;
         }
     }
-    if (NULL != glibc_free && (void *) chain.free[VARIANT_GLOBAL] != glibc_free) {
-        __atomic_store_n(&glibc_chunks[VARIANT_GLOBAL], false, __ATOMIC_RELAXED);
+    if (NULL != glibc_free && (void *) global->chain.free != glibc_free) {
+        __atomic_store_n(&global->glibc_chunks, false, __ATOMIC_RELAXED);
         opal_output_verbose(opal_patcher_base_framework.framework_verbose, 1,
                             "free reaches another allocator than glibc's (%p, not %p): its "
                             "blocks are not announced by the allocator intercepts",
-                            (void *) chain.free[VARIANT_GLOBAL], glibc_free);
+                            (void *) global->chain.free, glibc_free);
     }
     mallopt(M_TRIM_THRESHOLD, -1);
     installed = true;
@@ -225,23 +227,26 @@ int opal_mem_hooks_install_alloc_intercepts(void)
  * A namespace's copy of glibc: the calls that reach its allocator go to
  * variant v, chaining to it.  Its automatic trimming is turned off too.
  */
-int opal_mem_hooks_patch_alloc_copy(int v, uintptr_t (*lookup)(const char *name, void *arg), void *arg)
+int opal_mem_hooks_patch_alloc_copy(opal_mem_variant_t *variant,
+                                    uintptr_t (*lookup)(const char *name, void *arg), void *arg)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
+    const int v = opal_mem_variant_index(variant);
     if (opal_valgrind_replaces_malloc()) {
         return OPAL_SUCCESS; /* its blocks are valgrind's, in every namespace */
     }
-    __atomic_store_n(&glibc_chunks[v], true, __ATOMIC_RELAXED);
+    __atomic_store_n(&variant->glibc_chunks, true, __ATOMIC_RELAXED);
     for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
-        uintptr_t def = lookup(alloc_targets[i].name, arg);
+        const alloc_target_t *t = &alloc_targets[i];
+        uintptr_t def = lookup(t->name, arg);
         if (0 == def) {
             continue;
         }
         /* The chain before the first slot points to the entry. */
-        __atomic_store_n(&alloc_targets[i].chain[v], (void *) def, __ATOMIC_RELEASE);
-        int rc = patcher->patch_definition(alloc_targets[i].name, def, alloc_targets[i].entry[v]);
+        __atomic_store_n(opal_mem_variant_chain(variant, t->chain), (void *) def, __ATOMIC_RELEASE);
+        int rc = patcher->patch_definition(t->name, def, t->entry[v]);
         if (OPAL_SUCCESS != rc) {
-            opal_mem_hooks_unpatch_alloc_copy(v, false);
+            opal_mem_hooks_unpatch_alloc_copy(variant, false);
             return rc;
         }
     }
@@ -254,7 +259,7 @@ int opal_mem_hooks_patch_alloc_copy(int v, uintptr_t (*lookup)(const char *name,
 
 static bool patch_to_variant(mca_patcher_base_patch_t *patch, void *arg)
 {
-    const int v = *(const int *) arg;
+    const int v = opal_mem_variant_index(arg);
     for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
         if (patch->patch_value == alloc_targets[i].entry[v]) {
             return true;
@@ -263,16 +268,16 @@ static bool patch_to_variant(mca_patcher_base_patch_t *patch, void *arg)
     return false;
 }
 
-void opal_mem_hooks_unpatch_alloc_copy(int v, bool unloaded)
+void opal_mem_hooks_unpatch_alloc_copy(opal_mem_variant_t *variant, bool unloaded)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
     for (size_t i = 0; i < NUM_ALLOC_TARGETS; i++) {
-        patcher->patch_retire(alloc_targets[i].entry[v]);
+        patcher->patch_retire(alloc_targets[i].entry[opal_mem_variant_index(variant)]);
     }
     if (unloaded) {
-        mca_patcher_base_forget_patches(patcher, patch_to_variant, &v);
+        mca_patcher_base_forget_patches(patcher, patch_to_variant, variant);
     } else {
-        mca_patcher_base_restore_patches(patcher, patch_to_variant, &v);
+        mca_patcher_base_restore_patches(patcher, patch_to_variant, variant);
     }
 }
 

@@ -6,7 +6,7 @@
  *
  * A process may hold several definitions of a function: an interposer's
  * (what callers reach), libc's own (what libc's internal calls reach), and
- * the copy of libc in each dlmopen namespace (memory_dl.c).  An
+ * the copy of libc in each dlmopen namespace (memory_namespaces.c).  An
  * address-based patcher patches each, with its own entry point (a variant,
  * memory_variants.h) so that each chains to its own previous code.
  *
@@ -115,51 +115,31 @@ static inline bool page_aligned(const void *p)
     return 0 == ((uintptr_t) p & (opal_mem_hooks_page_size - 1));
 }
 
-/* What each intercept chains to, per variant. */
-/* Where off_t is 32 bits (i386), mmap64 is another function, with a 64-bit
- * offset: it has an intercept and a chain of its own.  Elsewhere it is mmap. */
-#define OPAL_MMAP64_OWN (__SIZEOF_LONG__ == 4)
-
-static struct {
-    int (*munmap[NUM_VARIANTS])(void *, size_t);
-    void *(*mremap[NUM_VARIANTS])(void *, size_t, size_t, int, ...);
-    int (*madvise[NUM_VARIANTS])(void *, size_t, int);
-    ssize_t (*process_madvise[NUM_VARIANTS])(int, const struct iovec *, size_t, int, unsigned);
-    int (*remap_file_pages[NUM_VARIANTS])(void *, size_t, int, size_t, int);
-    void *(*mmap[NUM_VARIANTS])(void *, size_t, int, int, int, off_t);
-#if OPAL_MMAP64_OWN
-    void *(*mmap64[NUM_VARIANTS])(void *, size_t, int, int, int, off64_t);
-#endif
-    int (*brk[NUM_VARIANTS])(void *);
-    void *(*sbrk[NUM_VARIANTS])(intptr_t);
-    int (*shmdt[NUM_VARIANTS])(const void *);
-    void *(*shmat[NUM_VARIANTS])(int, const void *, int);
-} chain;
-
 /* Cold paths live apart, so that the common one needs no stack frame. */
 #define OPAL_COLD __attribute__((noinline, cold))
 
-static OPAL_COLD int munmap_framed(int v, void *addr, size_t len)
+static OPAL_COLD int munmap_framed(opal_mem_variant_t *var, void *addr, size_t len)
 {
     chain_frame_t frame;
     release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
-    int rc = chain.munmap[v](addr, len);
+    int rc = var->chain.munmap(addr, len);
     chain_done(&frame);
     return rc;
 }
 
-ENTRY_INLINE int munmap_common(int v, void *addr, size_t len)
+ENTRY_INLINE int munmap_common(opal_mem_variant_t *var, void *addr, size_t len)
 {
     /* The kernel rejects an unaligned address: nothing is released. */
     if (__builtin_expect(!page_aligned(addr) || 0 == len, 0)) {
-        return chain.munmap[v](addr, len);
+        return var->chain.munmap(addr, len);
     }
     if (__builtin_expect(chain_frames_needed, 0)) {
-        return munmap_framed(v, addr, len);
+        return munmap_framed(var, addr, len);
     }
     opal_mem_hooks_report((uintptr_t) addr, len);
-    return chain.munmap[v](addr, len);
+    return var->chain.munmap(addr, len);
 }
+/* Defines intercept_munmap_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(munmap, int, (void *addr, size_t len), (addr, len))
 
 /*
@@ -167,7 +147,8 @@ DEFINE_ENTRIES(munmap, int, (void *addr, size_t len), (addr, len))
  * DONTUNMAP, which takes the pages away), its tail when it shrinks in
  * place, and with MREMAP_FIXED whatever was mapped at the destination.
  */
-static void *mremap_common(int v, void *old, size_t old_size, size_t new_size, int flags, void *new_addr)
+static void *mremap_common(opal_mem_variant_t *var, void *old, size_t old_size, size_t new_size,
+                           int flags, void *new_addr)
 {
     uintptr_t start = (uintptr_t) old, end = start;
     if (flags & (MREMAP_MAYMOVE | MREMAP_FIXED)) {
@@ -184,13 +165,14 @@ static void *mremap_common(int v, void *old, size_t old_size, size_t new_size, i
         release(&dest_frame, (uintptr_t) new_addr, (uintptr_t) new_addr + new_size);
     }
     release(&frame, start, end);
-    void *rc = chain.mremap[v](old, old_size, new_size, flags, new_addr);
+    void *rc = var->chain.mremap(old, old_size, new_size, flags, new_addr);
     chain_done(&frame);
     if (fixed) {
         chain_done(&dest_frame);
     }
     return rc;
 }
+/* Defines intercept_mremap_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(mremap, void *, (void *old, size_t old_size, size_t new_size, int flags, void *new_addr),
                (old, old_size, new_size, flags, new_addr))
 
@@ -200,26 +182,27 @@ static bool advice_drops_pages(int advice)
            MADV_DONTNEED_LOCKED == advice || MADV_GUARD_INSTALL == advice;
 }
 
-static OPAL_COLD int madvise_framed(int v, void *addr, size_t len, int advice)
+static OPAL_COLD int madvise_framed(opal_mem_variant_t *var, void *addr, size_t len, int advice)
 {
     chain_frame_t frame;
     release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
-    int rc = chain.madvise[v](addr, len, advice);
+    int rc = var->chain.madvise(addr, len, advice);
     chain_done(&frame);
     return rc;
 }
 
-ENTRY_INLINE int madvise_common(int v, void *addr, size_t len, int advice)
+ENTRY_INLINE int madvise_common(opal_mem_variant_t *var, void *addr, size_t len, int advice)
 {
     if (!advice_drops_pages(advice) || !page_aligned(addr) || 0 == len) {
-        return chain.madvise[v](addr, len, advice);
+        return var->chain.madvise(addr, len, advice);
     }
     if (__builtin_expect(chain_frames_needed, 0)) {
-        return madvise_framed(v, addr, len, advice);
+        return madvise_framed(var, addr, len, advice);
     }
     opal_mem_hooks_report((uintptr_t) addr, len);
-    return chain.madvise[v](addr, len, advice);
+    return var->chain.madvise(addr, len, advice);
 }
+/* Defines intercept_madvise_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(madvise, int, (void *addr, size_t len, int advice), (addr, len, advice))
 
 /*
@@ -231,8 +214,8 @@ DEFINE_ENTRIES(madvise, int, (void *addr, size_t len, int advice), (addr, len, a
  * that fails.  Every range is reported: a later one may be released even
  * when an earlier one is not (the kernel stops at the first error).
  */
-static ssize_t process_madvise_common(int v, int pidfd, const struct iovec *iov, size_t n,
-                                      int advice, unsigned flags)
+static ssize_t process_madvise_common(opal_mem_variant_t *var, int pidfd, const struct iovec *iov,
+                                      size_t n, int advice, unsigned flags)
 {
     if (advice_drops_pages(advice)) {
         for (size_t i = 0; i < n; i++) {
@@ -241,8 +224,9 @@ static ssize_t process_madvise_common(int v, int pidfd, const struct iovec *iov,
             }
         }
     }
-    return chain.process_madvise[v](pidfd, iov, n, advice, flags);
+    return var->chain.process_madvise(pidfd, iov, n, advice, flags);
 }
+/* Defines intercept_process_madvise_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(process_madvise, ssize_t,
                (int pidfd, const struct iovec *iov, size_t n, int advice, unsigned flags),
                (pidfd, iov, n, advice, flags))
@@ -252,25 +236,27 @@ DEFINE_ENTRIES(process_madvise, ssize_t,
  * file over the range: the range's pages are released.  The kernel rounds
  * the start and the size down to pages.
  */
-static int remap_file_pages_common(int v, void *addr, size_t size, int prot, size_t pgoff,
-                                   int flags)
+static int remap_file_pages_common(opal_mem_variant_t *var, void *addr, size_t size, int prot,
+                                   size_t pgoff, int flags)
 {
     const uintptr_t mask = opal_mem_hooks_page_size - 1;
     const uintptr_t start = (uintptr_t) addr & ~mask;
     chain_frame_t frame;
     release(&frame, start, start + (size & ~mask));
-    int rc = chain.remap_file_pages[v](addr, size, prot, pgoff, flags);
+    int rc = var->chain.remap_file_pages(addr, size, prot, pgoff, flags);
     chain_done(&frame);
     return rc;
 }
+/* Defines intercept_remap_file_pages_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(remap_file_pages, int, (void *addr, size_t size, int prot, size_t pgoff, int flags),
                (addr, size, prot, pgoff, flags))
 
-static OPAL_COLD void *mmap_framed(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
+static OPAL_COLD void *mmap_framed(opal_mem_variant_t *var, void *addr, size_t len, int prot,
+                                   int flags, int fd, off_t off)
 {
     chain_frame_t frame;
     release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
-    void *rc = chain.mmap[v](addr, len, prot, flags, fd, off);
+    void *rc = var->chain.mmap(addr, len, prot, flags, fd, off);
     chain_done(&frame);
     return rc;
 }
@@ -282,37 +268,40 @@ static inline bool mmap_replaces(void *addr, size_t len, int flags)
            page_aligned(addr) && 0 != len;
 }
 
-ENTRY_INLINE void *mmap_common(int v, void *addr, size_t len, int prot, int flags, int fd, off_t off)
+ENTRY_INLINE void *mmap_common(opal_mem_variant_t *var, void *addr, size_t len, int prot, int flags,
+                               int fd, off_t off)
 {
     if (!mmap_replaces(addr, len, flags)) {
-        return chain.mmap[v](addr, len, prot, flags, fd, off);
+        return var->chain.mmap(addr, len, prot, flags, fd, off);
     }
-    return mmap_framed(v, addr, len, prot, flags, fd, off);
+    return mmap_framed(var, addr, len, prot, flags, fd, off);
 }
 
+/* Defines intercept_mmap_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t off),
                (addr, len, prot, flags, fd, off))
 
 #if OPAL_MMAP64_OWN
-static OPAL_COLD void *mmap64_framed(int v, void *addr, size_t len, int prot, int flags, int fd,
-                                     off64_t off)
+static OPAL_COLD void *mmap64_framed(opal_mem_variant_t *var, void *addr, size_t len, int prot,
+                                     int flags, int fd, off64_t off)
 {
     chain_frame_t frame;
     release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
-    void *rc = chain.mmap64[v](addr, len, prot, flags, fd, off);
+    void *rc = var->chain.mmap64(addr, len, prot, flags, fd, off);
     chain_done(&frame);
     return rc;
 }
 
-ENTRY_INLINE void *mmap64_common(int v, void *addr, size_t len, int prot, int flags, int fd,
-                                 off64_t off)
+ENTRY_INLINE void *mmap64_common(opal_mem_variant_t *var, void *addr, size_t len, int prot,
+                                 int flags, int fd, off64_t off)
 {
     if (!mmap_replaces(addr, len, flags)) {
-        return chain.mmap64[v](addr, len, prot, flags, fd, off);
+        return var->chain.mmap64(addr, len, prot, flags, fd, off);
     }
-    return mmap64_framed(v, addr, len, prot, flags, fd, off);
+    return mmap64_framed(var, addr, len, prot, flags, fd, off);
 }
 
+/* Defines intercept_mmap64_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(mmap64, void *, (void *addr, size_t len, int prot, int flags, int fd, off64_t off),
                (addr, len, prot, flags, fd, off))
 #endif
@@ -323,34 +312,36 @@ static uintptr_t current_break(void)
     return (uintptr_t) syscall(SYS_brk, 0);
 }
 
-static int brk_common(int v, void *addr)
+static int brk_common(opal_mem_variant_t *var, void *addr)
 {
     /* brk(NULL) asks for the current break (glibc's sbrk does on first
      * use): the kernel moves nothing. */
     if (NULL == addr) {
-        return chain.brk[v](addr);
+        return var->chain.brk(addr);
     }
     uintptr_t cur = current_break();
     chain_frame_t frame;
     release(&frame, page_align_up((uintptr_t) addr), page_align_up(cur));
-    int rc = chain.brk[v](addr);
+    int rc = var->chain.brk(addr);
     chain_done(&frame);
     return rc;
 }
+/* Defines intercept_brk_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(brk, int, (void *addr), (addr))
 
-static void *sbrk_common(int v, intptr_t increment)
+static void *sbrk_common(opal_mem_variant_t *var, intptr_t increment)
 {
     if (increment >= 0) {
-        return chain.sbrk[v](increment);
+        return var->chain.sbrk(increment);
     }
     uintptr_t cur = current_break();
     chain_frame_t frame;
     release(&frame, page_align_up(cur + increment), page_align_up(cur));
-    void *rc = chain.sbrk[v](increment);
+    void *rc = var->chain.sbrk(increment);
     chain_done(&frame);
     return rc;
 }
+/* Defines intercept_sbrk_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(sbrk, void *, (intptr_t increment), (increment))
 
 /* A SysV segment's size, from its shmid, without allocating. */
@@ -360,7 +351,7 @@ static size_t shm_segment_size(int shmid)
     return 0 == shmctl(shmid, IPC_STAT, &ds) ? ds.shm_segsz : 0;
 }
 
-static int shmdt_common(int v, const void *addr)
+static int shmdt_common(opal_mem_variant_t *var, const void *addr)
 {
     /* The mapping's inode column is the segment's shmid. */
     opal_proc_maps_entry_t entry;
@@ -371,36 +362,39 @@ static int shmdt_common(int v, const void *addr)
     }
     chain_frame_t frame;
     release(&frame, (uintptr_t) addr, (uintptr_t) addr + size);
-    int rc = chain.shmdt[v](addr);
+    int rc = var->chain.shmdt(addr);
     chain_done(&frame);
     return rc;
 }
+/* Defines intercept_shmdt_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(shmdt, int, (const void *addr), (addr))
 
-static void *shmat_common(int v, int shmid, const void *addr, int flags)
+static void *shmat_common(opal_mem_variant_t *var, int shmid, const void *addr, int flags)
 {
     if (!(flags & SHM_REMAP) || NULL == addr) {
-        return chain.shmat[v](shmid, addr, flags);
+        return var->chain.shmat(shmid, addr, flags);
     }
     uintptr_t start = (uintptr_t) addr & ~(opal_mem_hooks_page_size - 1);
     chain_frame_t frame;
     release(&frame, start, start + shm_segment_size(shmid));
-    void *rc = chain.shmat[v](shmid, addr, flags);
+    void *rc = var->chain.shmat(shmid, addr, flags);
     chain_done(&frame);
     return rc;
 }
+/* Defines intercept_shmat_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(shmat, void *, (int shmid, const void *addr, int flags), (shmid, addr, flags))
 
 /* What we intercept.  mmap64 is the same function as mmap on LP64 glibc,
  * but objects may import it under either name (OPAL_MMAP64_OWN). */
 typedef struct intercept_target_t {
     const char *name;
-    uintptr_t link_addr;       /* the definition as this library links it */
+    uintptr_t link_addr;           /* the definition as this library links it */
     uintptr_t entry[NUM_VARIANTS]; /* intercept per variant */
-    void **chain;                  /* chain[NUM_VARIANTS] */
+    size_t chain;                  /* its chain in a variant: offsetof(opal_mem_variant_t, ...) */
 } intercept_target_t;
 
-#define TARGET(sym, real, fn) {#sym, (uintptr_t) &real, ENTRY_ADDRESSES(fn), (void **) chain.fn}
+#define TARGET(sym, real, fn)                                                                      \
+    {#sym, (uintptr_t) &real, ENTRY_ADDRESSES(fn), offsetof(opal_mem_variant_t, chain.fn)}
 
 static const intercept_target_t targets[] = {
     TARGET(munmap, munmap, munmap),
@@ -421,10 +415,19 @@ static const intercept_target_t targets[] = {
     TARGET(remap_file_pages, remap_file_pages, remap_file_pages),
 };
 #define NUM_TARGETS (sizeof(targets) / sizeof(targets[0]))
+_Static_assert(NUM_TARGETS == OPAL_MEM_HOOKS_NUM_TARGETS, "a variant's patched[] is per target");
 
-/* The functions an address-based patcher patched, per target and variant
- * (0 where nothing was patched: an alias of another target, no variant). */
-static uintptr_t patched[NUM_TARGETS][NUM_VARIANTS];
+/* Where variant v keeps the chain of target t. */
+static void **chain_of(const intercept_target_t *t, int v)
+{
+    return opal_mem_variant_chain(&opal_mem_variants[v], t->chain);
+}
+
+/* The function an address-based patcher patched for target t in variant v (0: none). */
+static uintptr_t *patched(const intercept_target_t *t, int v)
+{
+    return &opal_mem_variants[v].patched[t - targets];
+}
 
 /*
  * The definitions of name in this process: [0] what callers reach, [1]
@@ -461,17 +464,17 @@ static int patch_definition(mca_patcher_base_module_t *patcher, const intercept_
 {
     const uintptr_t to = mca_patcher_base_chain_of(patcher, def);
     if (0 != to) {
-        t->chain[v] = (void *) to;
+        *chain_of(t, v) = (void *) to;
         return OPAL_SUCCESS;
     }
-    int rc = patcher->patch_address_chain(def, t->entry[v], (uintptr_t *) &t->chain[v]);
+    int rc = patcher->patch_address_chain(def, t->entry[v], (uintptr_t *) chain_of(t, v));
     if (OPAL_SUCCESS != rc) {
         opal_output("cannot intercept %s at %p with patcher %s: %s", t->name, (void *) def,
                     patcher->super.module_component->mca_component_name, opal_strerror(rc));
         return rc;
     }
     mca_patcher_base_name_patch(patcher, def, t->name);
-    patched[t - targets][v] = def;
+    *patched(t, v) = def;
     return OPAL_SUCCESS;
 }
 
@@ -479,11 +482,11 @@ static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_
 {
     uintptr_t def[2];
     find_definitions(t, def);
-    patched[t - targets][VARIANT_GLOBAL] = patched[t - targets][VARIANT_LIBC] = 0;
+    *patched(t, VARIANT_GLOBAL) = *patched(t, VARIANT_LIBC) = 0;
     chain_frames_needed |= (0 != def[1]);
     for (int v = VARIANT_GLOBAL; v <= VARIANT_LIBC; v++) {
         if (0 == def[v]) {
-            t->chain[v] = t->chain[VARIANT_GLOBAL];
+            *chain_of(t, v) = *chain_of(t, VARIANT_GLOBAL);
             continue;
         }
         int rc = patch_definition(patcher, t, v, def[v]);
@@ -510,14 +513,14 @@ int opal_mem_hooks_check_intercepts(mca_patcher_base_style_t style)
     for (size_t i = 0; i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
         for (int v = 0; v < NUM_VARIANTS; v++) {
-            const uintptr_t func = patched[i][v];
+            const uintptr_t func = *patched(t, v);
             if (0 == func || mca_patcher_base_patch_intact(patcher, func)) {
                 continue;
             }
             opal_output("%s at %p: another hooker wrote over our jump since our setup (UCX's "
                         "libucm in bistro mode, loaded after us?); putting ours back in front "
                         "of it", t->name, (void *) func);
-            int rc = patcher->patch_address_chain(func, t->entry[v], (uintptr_t *) &t->chain[v]);
+            int rc = patcher->patch_address_chain(func, t->entry[v], (uintptr_t *) chain_of(t, v));
             if (OPAL_SUCCESS != rc) {
                 opal_output("%s at %p: cannot chain to the code written over our jump (%s): "
                             "release events through %s are LOST from now on", t->name,
@@ -525,8 +528,8 @@ int opal_mem_hooks_check_intercepts(mca_patcher_base_style_t style)
                 return rc;
             }
             mca_patcher_base_name_patch(patcher, func, t->name);
-            if (VARIANT_GLOBAL == v && 0 == patched[i][VARIANT_LIBC]) {
-                t->chain[VARIANT_LIBC] = t->chain[VARIANT_GLOBAL];
+            if (VARIANT_GLOBAL == v && 0 == *patched(t, VARIANT_LIBC)) {
+                *chain_of(t, VARIANT_LIBC) = *chain_of(t, VARIANT_GLOBAL);
             }
         }
     }
@@ -538,9 +541,10 @@ int opal_mem_hooks_check_intercepts(mca_patcher_base_style_t style)
  * variant's entries, which chain to the copy's own (its errno); the copy's
  * own calls (its malloc's) are reached through its allocator.
  */
-static int patch_copy_calls(mca_patcher_base_module_t *patcher, int variant,
+static int patch_copy_calls(mca_patcher_base_module_t *patcher, opal_mem_variant_t *variant,
                             uintptr_t (*lookup)(const char *name, void *arg), void *arg)
 {
+    const int v = opal_mem_variant_index(variant);
     for (size_t i = 0; i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
         const uintptr_t def = lookup(t->name, arg);
@@ -548,8 +552,8 @@ static int patch_copy_calls(mca_patcher_base_module_t *patcher, int variant,
             continue;
         }
         /* The chain before the first slot points to the entry. */
-        __atomic_store_n(&t->chain[variant], (void *) def, __ATOMIC_RELEASE);
-        int rc = patcher->patch_definition(t->name, def, t->entry[variant]);
+        __atomic_store_n(chain_of(t, v), (void *) def, __ATOMIC_RELEASE);
+        int rc = patcher->patch_definition(t->name, def, t->entry[v]);
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
@@ -557,11 +561,12 @@ static int patch_copy_calls(mca_patcher_base_module_t *patcher, int variant,
     return opal_mem_hooks_patch_alloc_copy(variant, lookup, arg);
 }
 
-int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, int variant,
+int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant,
                               uintptr_t (*lookup)(const char *name, void *arg), void *arg)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
-    if (NULL == patcher || variant < OPAL_MEM_HOOKS_FIRST_COPY_VARIANT || variant >= NUM_VARIANTS) {
+    const int v = opal_mem_variant_index(variant);
+    if (NULL == patcher || v < VARIANT_FIRST_COPY || v >= NUM_VARIANTS) {
         return OPAL_ERR_BAD_PARAM;
     }
     int rc = OPAL_SUCCESS;
@@ -571,9 +576,9 @@ int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, int variant,
     for (size_t i = 0; MCA_PATCHER_BASE_STYLE_BY_ADDRESS == style && i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
         const uintptr_t def = lookup(t->name, arg);
-        patched[i][variant] = 0;
+        *patched(t, v) = 0;
         /* A def of 0: the copy does not have it, nobody there can call it. */
-        rc = 0 == def ? OPAL_SUCCESS : patch_definition(patcher, t, variant, def);
+        rc = 0 == def ? OPAL_SUCCESS : patch_definition(patcher, t, v, def);
         if (OPAL_SUCCESS != rc) {
             break;
         }
@@ -584,11 +589,11 @@ int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, int variant,
     return rc;
 }
 
-bool opal_mem_hooks_copy_intact(int variant)
+bool opal_mem_hooks_copy_intact(const opal_mem_variant_t *variant)
 {
     for (size_t i = 0; i < NUM_TARGETS; i++) {
-        if (0 != patched[i][variant] &&
-            !mca_patcher_base_patch_intact(opal_patcher, patched[i][variant])) {
+        if (0 != variant->patched[i] &&
+            !mca_patcher_base_patch_intact(opal_patcher, variant->patched[i])) {
             return false;
         }
     }
@@ -597,9 +602,10 @@ bool opal_mem_hooks_copy_intact(int variant)
 
 static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
 {
-    const int v = *(const int *) arg;
+    const opal_mem_variant_t *variant = arg;
+    const int v = opal_mem_variant_index(variant);
     for (size_t i = 0; i < NUM_TARGETS; i++) {
-        if ((0 != patched[i][v] && patch->patch_func == patched[i][v]) ||
+        if ((0 != variant->patched[i] && patch->patch_func == variant->patched[i]) ||
             patch->patch_value == targets[i].entry[v]) {
             return true;
         }
@@ -607,7 +613,8 @@ static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
     return false;
 }
 
-void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, int variant, bool unloaded)
+void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant,
+                                 bool unloaded)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;
     if (NULL == patcher) {
@@ -616,32 +623,33 @@ void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, int variant, bo
     if (MCA_PATCHER_BASE_STYLE_BY_SYMBOL == style) {
         /* Objects loaded from now on do not get the variant's entries. */
         for (size_t i = 0; i < NUM_TARGETS; i++) {
-            patcher->patch_retire(targets[i].entry[variant]);
+            patcher->patch_retire(targets[i].entry[opal_mem_variant_index(variant)]);
         }
         opal_mem_hooks_unpatch_alloc_copy(variant, unloaded);
     }
     if (unloaded) {
-        mca_patcher_base_forget_patches(patcher, patch_of_variant, &variant);
+        mca_patcher_base_forget_patches(patcher, patch_of_variant, variant);
     } else {
-        mca_patcher_base_restore_patches(patcher, patch_of_variant, &variant);
+        mca_patcher_base_restore_patches(patcher, patch_of_variant, variant);
     }
     for (size_t i = 0; i < NUM_TARGETS; i++) {
-        patched[i][variant] = 0;
+        variant->patched[i] = 0;
     }
 }
 
 static int patch_by_symbol(mca_patcher_base_module_t *patcher, const intercept_target_t *t)
 {
     /* patch_symbol stores the chain before any slot points to us. */
-    int rc = patcher->patch_symbol(t->name, t->entry[0], (uintptr_t *) &t->chain[0]);
-    uintptr_t to = (uintptr_t) t->chain[0];
+    int rc = patcher->patch_symbol(t->name, t->entry[VARIANT_GLOBAL],
+                                   (uintptr_t *) chain_of(t, VARIANT_GLOBAL));
+    uintptr_t to = (uintptr_t) *chain_of(t, VARIANT_GLOBAL);
     if (OPAL_SUCCESS != rc || 0 == to) {
         opal_output("cannot intercept %s with patcher %s: %s", t->name,
                     patcher->super.module_component->mca_component_name,
                     OPAL_SUCCESS != rc ? opal_strerror(rc) : "no definition to chain to");
         return OPAL_SUCCESS != rc ? rc : OPAL_ERR_NOT_FOUND;
     }
-    t->chain[1] = (void *) to;
+    *chain_of(t, VARIANT_LIBC) = (void *) to;
     return OPAL_SUCCESS;
 }
 

@@ -3,9 +3,13 @@
  * table in memory_patch_source.c, over its parts, each calling only the
  * ones listed before it here and the registry below:
  *
+ *   memory_variants.c           the variants of the intercepts: what each entry
+ *                               point chains to, what it patched, which copy of
+ *                               libc it serves (memory_variants.h)
  *   memory_alloc_intercepts.c   the allocator entry points (for a GOT patcher)
  *   memory_intercepts.c         the intercepts of munmap & co., per definition and copy
- *   memory_dl.c                 the loader watch and the dlmopen namespaces' copies of libc
+ *   memory_namespaces.c         the dlmopen namespaces' copies of libc, followed
+ *                               through the patcher's loader watch
  *   memory_patch_source.c       the source: select, install, check, uninstall
  *
  * What they share with the rest of the tree is at the end (the tools).
@@ -20,18 +24,10 @@
 #include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory_registry.h"
 #include "opal/memoryhooks/memory_source.h"
+#include "opal/memoryhooks/memory_variants.h"
 
 /* The source: a patcher selected at start, the intercepts, the watch. */
 extern const opal_mem_source_t opal_mem_patch_source;
-
-/*
- * The copies of libc that dlmopen brings into other namespaces, for an
- * address-based patcher (memory_dl.c): each is patched with entry points
- * of its own (a variant), FIRST_COPY_VARIANT + its index.  glibc makes 15
- * namespaces besides the base one.
- */
-#define OPAL_MEM_HOOKS_FIRST_COPY_VARIANT 2
-#define OPAL_MEM_HOOKS_MAX_COPIES         15
 
 /* memory_alloc_intercepts.c: the allocator entry points, for mechanisms
  * blind to libc-internal calls.  inspect looks at the allocator (with
@@ -40,9 +36,9 @@ void opal_mem_hooks_alloc_inspect(void);
 int opal_mem_hooks_install_alloc_intercepts(void);
 void opal_mem_hooks_uninstall_alloc_intercepts(void);
 /* A namespace's copy of the allocator, for a GOT patcher (opal_mem_hooks_patch_copy). */
-int opal_mem_hooks_patch_alloc_copy(int variant, uintptr_t (*lookup)(const char *name, void *arg),
-                                    void *arg);
-void opal_mem_hooks_unpatch_alloc_copy(int variant, bool unloaded);
+int opal_mem_hooks_patch_alloc_copy(opal_mem_variant_t *variant,
+                                    uintptr_t (*lookup)(const char *name, void *arg), void *arg);
+void opal_mem_hooks_unpatch_alloc_copy(opal_mem_variant_t *variant, bool unloaded);
 
 /*
  * memory_intercepts.c.  Each function that branches on how the selected
@@ -64,21 +60,21 @@ void opal_mem_hooks_uninstall_intercepts(void);
  * reach them and its allocator, each sent to the variant's entry, which
  * chains to the copy's own function.
  */
-int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, int variant,
+int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant,
                               uintptr_t (*lookup)(const char *name, void *arg), void *arg);
 /* Whether every jump written into the copy is still there (the copy is mapped). */
-bool opal_mem_hooks_copy_intact(int variant);
+bool opal_mem_hooks_copy_intact(const opal_mem_variant_t *variant);
 /* Undo the copy's patches, or with unloaded, drop them without writing. */
-void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, int variant, bool unloaded);
+void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant,
+                                 bool unloaded);
 
 /*
- * memory_dl.c.  Watch dlopen, dlmopen and dlclose (dynamic process): after
- * each, mca_patcher_base_loader_changed() (the API on top checks the
- * source then).  An address-based patcher's watchers are ours; a GOT
- * patcher watches the loader itself.  Failing to watch is not fatal (said
- * once).
+ * memory_namespaces.c.  Have the patcher watch dlopen, dlmopen and dlclose
+ * (dynamic process): after each, mca_patcher_base_loader_changed() (the
+ * API on top checks the source then).  Without the watch no copy is
+ * patched.  Failing to watch is not fatal (said once).
  */
-void opal_mem_hooks_install_dl_watch(mca_patcher_base_style_t style);
+void opal_mem_hooks_watch_copies(void);
 /* Bring the patched copies in line with the loaded ones (hooks' lock held). */
 void opal_mem_hooks_sync_copies(mca_patcher_base_style_t style);
 /* Forget every copy (before the restore of all patches; hooks' lock held). */

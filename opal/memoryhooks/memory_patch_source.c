@@ -1,8 +1,8 @@
 /*
  * Our patches as an event source (memory_patch.h): the patcher framework
  * selects a component, the intercepts go in with it, all or nothing, then
- * the loader watch and the copies of libc in the dlmopen namespaces made
- * before our setup.
+ * the patcher's loader watch and the copies of libc in the dlmopen
+ * namespaces made before our setup.
  */
 #include "opal_config.h"
 
@@ -38,7 +38,7 @@ static int patch_start(const char **reason)
         *reason = "an intercept cannot be installed";
         return OPAL_ERR_NOT_SUPPORTED;
     }
-    opal_mem_hooks_install_dl_watch(style);
+    opal_mem_hooks_watch_copies();
     opal_mem_hooks_sync_copies(style); /* namespaces made before our setup */
     mca_patcher_base_set_selected_name(opal_patcher->super.module_component->mca_component_name);
     return OPAL_SUCCESS;

@@ -6,11 +6,11 @@
  * nothing above it.
  *
  * The sources: our patches (memory_patch.h: the intercepts, the namespace
- * copies, the loader watch), UCX's libucm events (memory_ucx.h), and the
- * kernel's userfaultfd (memory_uffd.h), which sees only the ranges
- * subscribed to it: the registration cache starts it beside the one that
- * delivers our events (opal_mem_hooks_source_get) and subscribes what it
- * caches.  One file, or one small folder, per source.
+ * copies, followed through the patcher's loader watch), UCX's libucm
+ * events (memory_ucx.h), and the kernel's userfaultfd (memory_uffd.h),
+ * which sees only the ranges subscribed to it: the registration cache
+ * starts it beside the one that delivers our events
+ * (opal_mem_hooks_source_get) and subscribes what it caches.  One file, or one small folder, per source.
  */
 #ifndef OPAL_MEMORYHOOKS_MEMORY_SOURCE_H
 #define OPAL_MEMORYHOOKS_MEMORY_SOURCE_H

@@ -696,8 +696,11 @@ static void compare(const case_t *c, const char *exe, int uid)
     CHECK_MSG(NULL != s0 && (uid >= 0) == (NULL != strstr(s0, "S: secure")),
               "%s: the probe ran %s secure mode:\n%s", c->name, uid >= 0 ? "outside" : "in",
               without);
-    /* Every target loaded with hooks: one munmap, one event. */
-    for (char *save = NULL, *l = strtok_r(e1, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+    /* Every target loaded with hooks: one munmap, one event; in other
+     * namespaces (2 at once here) where the build has the variants for them. */
+    const bool events = case_namespace != c->run || OPAL_MEM_HOOKS_NUM_VARIANTS >= 4;
+    for (char *save = NULL, *l = strtok_r(e1, "\n", &save); events && l;
+         l = strtok_r(NULL, "\n", &save)) {
         CHECK_MSG(NULL != strstr(l, "munmap done, 1 events"), "%s %s: %s", c->name, mode, l);
     }
     printf("%-64s %s\n%s", c->name, r0 && r1 && 0 == strcmp(r0, r1) ? "same" : "DIFFERENT",

@@ -267,7 +267,7 @@ static void test_remove_waits(void)
  */
 #define THREADS 3
 #define ROUNDS  2000
-static volatile int alive, stop, late_calls;
+static volatile int alive, stop, late_calls, started;
 static unsigned long stress_calls;
 
 static void cb_stress(void *buf, size_t len, void *cbdata, bool from_alloc)
@@ -282,10 +282,18 @@ static void cb_stress(void *buf, size_t len, void *cbdata, bool from_alloc)
 static void *dispatcher(void *arg)
 {
     (void) arg;
+    __atomic_add_fetch(&started, 1, __ATOMIC_SEQ_CST);
     while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         opal_mem_hooks_dispatch(page, page, false);
     }
     return NULL;
+}
+
+/* ROUNDS, then on (up to a hundred times as many) while no dispatcher reached the callback. */
+static bool more_rounds(int r)
+{
+    return r < ROUNDS ||
+           (0 == __atomic_load_n(&stress_calls, __ATOMIC_RELAXED) && r < 100 * ROUNDS);
 }
 
 static void test_remove_under_dispatch(void)
@@ -294,7 +302,14 @@ static void test_remove_under_dispatch(void)
     for (int i = 0; i < THREADS; i++) {
         pthread_create(&t[i], NULL, dispatcher, NULL);
     }
-    for (int r = 0; r < ROUNDS; r++) {
+    /* On a loaded machine the rounds may all pass before a dispatcher ran
+     * at all (no call: nothing tested): start when they run, and go on
+     * past ROUNDS until one has reached the callback (more_rounds). */
+    while (__atomic_load_n(&started, __ATOMIC_SEQ_CST) < THREADS) {
+        sched_yield();
+    }
+    int r;
+    for (r = 0; more_rounds(r); r++) {
         __atomic_store_n(&alive, 1, __ATOMIC_SEQ_CST);
         opal_mem_hooks_registry_add(cb_stress, NULL);
         /* Another callback in the other slot now and then: both dispatch paths. */
@@ -312,7 +327,7 @@ static void test_remove_under_dispatch(void)
     }
     CHECK_MSG(0 == late_calls, "%d calls after their removal returned", late_calls);
     CHECK_MSG(stress_calls > 0, "the dispatching threads never reached the callback");
-    printf("registry_test: %lu calls in %d rounds of add and remove\n", stress_calls, ROUNDS);
+    printf("registry_test: %lu calls in %d rounds of add and remove\n", stress_calls, r);
     opal_mem_hooks_registry_remove_all();
 }
 

@@ -1,6 +1,13 @@
 /*
  * An MCA framework: a named set of components of one type, opened (its
  * components found, their parameters registered), used, and closed.
+ *
+ * The MCA base, floor by floor, each file calling only those below it:
+ *   mca_base_framework.c             open, select and close a framework
+ *   mca_base_component_repository.c  the built-in table and the DSO plugins
+ *   mca_base_var.c                   parameters: registration, precedence
+ *   mca_base_var_store.c             settings read before registration
+ *                                    (parameter files, --mca)
  */
 #ifndef OPAL_MCA_BASE_FRAMEWORK_H
 #define OPAL_MCA_BASE_FRAMEWORK_H

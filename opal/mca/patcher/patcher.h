@@ -5,6 +5,11 @@
  *
  * A patch is recorded with everything needed to undo it; the base undoes
  * the module's patches in reverse order when the framework closes.
+ *
+ * The folder's floors: the components (linux/, overwrite/) call the base
+ * (base/, base.h), never each other; the base calls the selected
+ * component only through the module below.  Each component's header
+ * says the floors inside it.
  */
 #ifndef OPAL_MCA_PATCHER_PATCHER_H
 #define OPAL_MCA_PATCHER_PATCHER_H
@@ -78,6 +83,17 @@ typedef int (*mca_patcher_base_patch_definition_fn_t)(const char *symbol, uintpt
                                                       uintptr_t new_addr);
 typedef void (*mca_patcher_base_patch_retire_fn_t)(uintptr_t new_addr);
 
+/*
+ * Optional: watch the loader from now on (idempotent).  After each dlopen,
+ * dlmopen and dlclose, whoever made it, the module calls
+ * mca_patcher_base_loader_changed() (base.h).  *unwatched receives the
+ * dlmopen and dlclose its watch chains to, for the caller's own lookups:
+ * those calls are not reported (the caller may hold the lock its loader
+ * callback waits for).  base_dl.h defines the struct.
+ */
+struct mca_patcher_base_loader_t;
+typedef int (*mca_patcher_base_watch_loader_fn_t)(struct mca_patcher_base_loader_t *unwatched);
+
 /* Called once before the first patch, and once after the last restore. */
 typedef int (*mca_patcher_base_init_fn_t)(void);
 typedef int (*mca_patcher_base_fini_fn_t)(void);
@@ -94,6 +110,7 @@ typedef struct mca_patcher_base_module_t {
     mca_patcher_base_patch_address_chain_fn_t patch_address_chain;
     mca_patcher_base_patch_definition_fn_t patch_definition;
     mca_patcher_base_patch_retire_fn_t patch_retire;
+    mca_patcher_base_watch_loader_fn_t patch_watch_loader;
     /* A sentence for opal_patcher_info: what this mechanism cannot see. */
     const char *patch_limits;
 } mca_patcher_base_module_t;

@@ -462,6 +462,11 @@ static int check_namespace(void)
         return report("free (a dlmopen namespace's libc)", true,
                       "not checked: UCX's events (the claim) do not come from other namespaces");
     }
+    if (OPAL_MEM_HOOKS_NUM_VARIANTS < 3) {
+        return report("free (a dlmopen namespace's libc)", true,
+                      "not checked: a build with 2 variants (--with-mem-hooks-variants) patches "
+                      "no namespace's libc");
+    }
     void *ns = NULL != dlmopen ? dlmopen(LM_ID_NEWLM, LIBC_SO, RTLD_NOW | RTLD_LOCAL) : NULL;
     void *(*ns_malloc)(size_t) = ns ? (void *(*) (size_t)) dlsym(ns, "malloc") : NULL;
     void (*ns_free)(void *) = ns ? (void (*)(void *)) dlsym(ns, "free") : NULL;

@@ -1,3 +1,9 @@
+/*
+ * The info tool in two floors: opal_patcher_info.c (the command line, what
+ * is built, selected and set) calls selftest.c (the delayed setup, the
+ * patches listed, every intercepted call exercised), which calls the
+ * library: its API and what the memory hooks offer the tools.
+ */
 #ifndef OPAL_PATCHER_INFO_SELFTEST_H
 #define OPAL_PATCHER_INFO_SELFTEST_H
 

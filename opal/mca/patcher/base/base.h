@@ -7,7 +7,7 @@
  *   patcher_base_frame.c    the framework object; its close undoes everything
  *   patcher_base_select.c   selection, the selected style and name, the claim
  *   patcher_base_patch.c    the patch list: add, restore or forget, inspect;
- *                           the loader callback
+ *                           the loader watch and its callback
  *   patcher_base_protect.c  writing through page protections
  * and beside them, for the components' dl intercepts, patcher_base_dl.c
  * and patcher_base_call_as*.c (base_dl.h, base_call_as.h).
@@ -45,13 +45,25 @@ int mca_patcher_base_select(void);
 void mca_patcher_base_fini(void);
 
 /*
- * A component that watches the loader itself (a GOT patcher) calls
+ * A component that watches the loader (patch_watch_loader) calls
  * mca_patcher_base_loader_changed() after each dlopen, dlmopen and dlclose
  * it saw, holding none of its locks; it calls the callback set by the
  * patcher's user (NULL: none).
  */
 void mca_patcher_base_set_loader_callback(void (*callback)(void));
 void mca_patcher_base_loader_changed(void);
+
+/*
+ * Have the selected module watch the loader (its patch_watch_loader): from
+ * now on each dlopen, dlmopen and dlclose ends in
+ * mca_patcher_base_loader_changed(), whether the module watches with GOT
+ * slots or with jumps in libc's code.  *unwatched (base_dl.h) receives the
+ * dlmopen and dlclose for the caller's own lookups, which are not reported.
+ * OPAL_ERR_NOT_SUPPORTED when the module cannot watch (the module said why
+ * when it tried).
+ */
+struct mca_patcher_base_loader_t;
+int mca_patcher_base_watch_loader(struct mca_patcher_base_loader_t *unwatched);
 
 /*
  * How the selected module patches, for its user to ask once, at setup

@@ -17,6 +17,12 @@ typedef void *(*mca_patcher_base_dlmopen_fn_t)(Lmid_t, const char *, int);
 typedef void *(*mca_patcher_base_dlsym_fn_t)(void *, const char *);
 typedef void *(*mca_patcher_base_dlvsym_fn_t)(void *, const char *, const char *);
 
+/* The loader's dlmopen and dlclose past a module's watch (patch_watch_loader). */
+typedef struct mca_patcher_base_loader_t {
+    mca_patcher_base_dlmopen_fn_t dlmopen;
+    int (*dlclose)(void *);
+} mca_patcher_base_loader_t;
+
 /*
  * The dl functions that judge their caller, called through real (what
  * the intercept chains to) for the code that called the intercept:

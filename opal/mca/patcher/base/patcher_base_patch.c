@@ -1,11 +1,13 @@
 /*
- * The module's list of applied patches and their undo.
+ * The module's list of applied patches and their undo; the loader watch
+ * and its callback.
  */
 #include "opal_config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/util/debug.h"
 
@@ -122,6 +124,15 @@ static void (*loader_callback)(void);
 void mca_patcher_base_set_loader_callback(void (*callback)(void))
 {
     __atomic_store_n(&loader_callback, callback, __ATOMIC_RELEASE);
+}
+
+int mca_patcher_base_watch_loader(struct mca_patcher_base_loader_t *unwatched)
+{
+    mca_patcher_base_module_t *module = opal_patcher;
+    if (NULL == module || NULL == module->patch_watch_loader) {
+        return OPAL_ERR_NOT_SUPPORTED;
+    }
+    return module->patch_watch_loader(unwatched);
 }
 
 void mca_patcher_base_loader_changed(void)

@@ -5,17 +5,24 @@
  * patched too, unloaded ones are forgotten, and dlsym hands out no way
  * around the intercepts.
  *
+ * Its floors, each file calling only those below it (top first):
  *   patcher_linux_component.c  parameter and query
- *   patcher_linux_module.c     module, the table of redirected symbols
- *   patcher_linux_got.c        walking objects, finding and rewriting slots
- *   patcher_linux_dl.c         the dlopen/dlmopen/dlclose/dlsym/dlvsym intercepts
+ *   patcher_linux_module.c     the module: patch_symbol, patch_definition,
+ *                              patch_retire, patch_watch_loader, fini
+ *   patcher_linux_dl.c         the dl intercepts, their install and restore
+ *   patcher_linux_table.c      the table of redirected symbols, its lock,
+ *                              and take_back: the table given to objects
+ *                              loaded since, slots reset by others taken back
+ *   patcher_linux_got.c        walking objects, finding, rewriting and
+ *                              restoring slots (patcher_linux_reloc.h)
+ *   patcher_linux_loader.c     the loader's functions for our own lookups:
+ *                              what our dl intercepts chain to
  */
 #ifndef OPAL_MCA_PATCHER_LINUX_H
 #define OPAL_MCA_PATCHER_LINUX_H
 
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -50,45 +57,51 @@ typedef struct mca_patcher_linux_hook_t {
     /* No longer given to any slot (patch_retire); kept, since lock-free
      * readers may be looking at it, and taken again by the same intercept. */
     bool retired;
+    /* The restore function of its slots' patch records: NULL for the GOT
+     * floor's own, or one that calls it and learns how it went (the dl
+     * intercepts'). */
+    mca_patcher_base_restore_fn_t restore;
 } mca_patcher_linux_hook_t;
 
-/*
- * Serializes patch_symbol, the work after dlopen/dlclose and patch_fini.
- * Recursive: a library's constructor or destructor run by the real
- * dlopen/dlclose may call dlopen again.  Never taken by a restore
- * function (the base calls those with its patch list mutex held, and we
- * take that one under this lock).
- */
-extern pthread_mutex_t mca_patcher_linux_lock;
+/* --- loader: the loader's functions for our own lookups --- */
 
-extern mca_patcher_linux_hook_t mca_patcher_linux_hooks[MCA_PATCHER_LINUX_MAX_HOOKS];
-extern int mca_patcher_linux_nhooks;
-extern int mca_patcher_linux_verbose;
+/* The dl functions we watch, indexes of the loader floor's tables. */
+enum {
+    MCA_PATCHER_LINUX_DLOPEN,
+    MCA_PATCHER_LINUX_DLMOPEN,
+    MCA_PATCHER_LINUX_DLCLOSE,
+    MCA_PATCHER_LINUX_DLSYM,
+    MCA_PATCHER_LINUX_DLVSYM,
+    MCA_PATCHER_LINUX_DL_COUNT
+};
 
-/* --- module: the table --- */
-
-/*
- * Add (or refresh) a redirection and apply it to every loaded object: of
- * every slot of symbol (only_def 0; *old_addr receives the chain), or of
- * those that reach only_def.
- */
-int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t only_def,
-                                  uintptr_t *old_addr);
-
-/* The intercept for a dlsym result, or the result itself (follows stacked hooks). */
-uintptr_t mca_patcher_linux_map_definition(uintptr_t addr);
-
-/* How to reach the real function behind one of our dl intercepts. */
-uintptr_t mca_patcher_linux_chain_of(const char *symbol);
-
-/* The intercept of the hook of every slot of symbol (patch_symbol's), or 0. */
-uintptr_t mca_patcher_linux_chain_value(const char *symbol);
+/* The symbol of dl function fn ("dlopen" ...). */
+const char *mca_patcher_linux_loader_symbol(int fn);
 
 /*
- * The definition, in namespace lmid, that slots redirected to intercept
- * (the hook of symbol) reached before, or 0.
+ * What our intercept of fn chains to (0: not known yet).  Set before the
+ * intercept goes in, kept after fini for a call still on its way.
  */
-uintptr_t mca_patcher_linux_definition_in(const char *symbol, uintptr_t intercept, Lmid_t lmid);
+uintptr_t mca_patcher_linux_loader_real(int fn);
+void mca_patcher_linux_loader_set_real(int fn, uintptr_t real);
+
+/*
+ * Note the loader's own definitions (not what slots reach) of the dl
+ * functions, by the real dlsym: our lookups that load nothing go there.
+ */
+void mca_patcher_linux_loader_find_own(void);
+
+/* Whether the dlopen our intercept chains to is another hooker's, not the loader's. */
+bool mca_patcher_linux_loader_foreign_dlopen(void);
+
+/* dlsym by what our intercept chains to (or dlsym itself before there is one). */
+void *mca_patcher_linux_loader_dlsym(void *handle, const char *symbol);
+
+/* dlsym in one loaded object (and its dependencies), by the real functions. */
+void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);
+
+/* Keep this component's object loaded: one of our dl intercepts may run after fini (why). */
+void mca_patcher_linux_pin_self(const char *why);
 
 /* --- got: the mechanism --- */
 
@@ -103,9 +116,21 @@ int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_
 
 /*
  * Rewrite every slot, in every loaded object but our own, that names the
- * symbol of one of hooks[0..nhooks) and does not hold its intercept yet.
+ * symbol of one of table[first..first+count) and does not hold its
+ * intercept yet.  The whole table [0, n) says which definitions a hook of
+ * their own redirects.
  */
-int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks);
+int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *table, int n, int first, int count);
+
+/* How a slot's restore went. */
+typedef enum {
+    MCA_PATCHER_LINUX_SLOT_RESTORED, /* the slot holds its old value again */
+    MCA_PATCHER_LINUX_SLOT_UNLOADED, /* its object is gone: nothing written */
+    MCA_PATCHER_LINUX_SLOT_LEFT,     /* another hooker patched over it: left to it */
+} mca_patcher_linux_slot_restore_t;
+
+/* Restore the slot of a patch record (a hook's restore function calls it). */
+mca_patcher_linux_slot_restore_t mca_patcher_linux_got_restore(mca_patcher_base_patch_t *patch);
 
 /* Forget (without writing) the patch records whose slots were unloaded. */
 void mca_patcher_linux_got_drop_unloaded(void);
@@ -113,28 +138,67 @@ void mca_patcher_linux_got_drop_unloaded(void);
 /* Free the strings that patch records point at (after the last restore). */
 void mca_patcher_linux_got_free_strings(void);
 
-/* Where 'dyn' (an ElfW(Dyn) d_ptr as found in memory) points, for an object at base. */
-uintptr_t mca_patcher_linux_dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(Phdr) *phdr,
-                                    int phnum);
+/* --- table: the redirections, their lock, take_back --- */
+
+/*
+ * Serializes the table's changes, the work after dlopen/dlclose and
+ * patch_fini.  Recursive: a library's constructor or destructor run by the
+ * real dlopen/dlclose may call dlopen again.  Never taken by a restore
+ * function (the base calls those with its patch list mutex held, and we
+ * take that one under this lock).
+ */
+void mca_patcher_linux_lock(void);
+void mca_patcher_linux_unlock(void);
+
+/*
+ * Add (or refresh) a redirection and apply it to every loaded object: of
+ * every slot of symbol (only_def 0; *old_addr receives the chain), or of
+ * those that reach only_def.  restore: its records' restore function
+ * (NULL: the GOT floor's).  Lock held.
+ */
+int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintptr_t only_def,
+                                  uintptr_t *old_addr, mca_patcher_base_restore_fn_t restore);
+
+/* Give no more slots to the redirections to new_addr (patch_retire; lock held). */
+void mca_patcher_linux_retire(uintptr_t new_addr);
+
+/* Forget every redirection (patch_fini, after the last restore; lock held). */
+void mca_patcher_linux_table_clear(void);
+
+/* The intercept for a dlsym result, or the result itself (follows stacked hooks). */
+uintptr_t mca_patcher_linux_map_definition(uintptr_t addr);
+
+/*
+ * The definition, in namespace lmid, that slots redirected to intercept
+ * (the hook of symbol) reached before, or 0.
+ */
+uintptr_t mca_patcher_linux_definition_in(const char *symbol, uintptr_t intercept, Lmid_t lmid);
+
+/*
+ * The loader is followed (our dl intercepts are in place) from now on,
+ * adds being the objects added so far (dl_phdr_info's dlpi_adds); or no
+ * longer (unfollow: no lock taken, for a restore function).
+ */
+void mca_patcher_linux_follow(unsigned long long adds);
+void mca_patcher_linux_unfollow(void);
+bool mca_patcher_linux_following(void);
+
+/*
+ * Once the loader is followed: patch new objects, and take back the slots
+ * someone reset to what we chain to.
+ */
+void mca_patcher_linux_take_back(void);
+
+/* Forget the records and definitions of what was unloaded (lock held). */
+void mca_patcher_linux_drop_unloaded(void);
 
 /* --- dl: the watchers --- */
 
-/* Redirect dlopen, dlmopen, dlclose, dlsym and dlvsym, unless done (with the lock held). */
+/* Redirect dlopen, dlmopen, dlclose, dlsym and dlvsym, unless done (lock held). */
 int mca_patcher_linux_dl_install(void);
-/* A slot holding this value was restored: the watchers may need installing again. */
-void mca_patcher_linux_dl_restored(uintptr_t value);
-/* Forget everything (patch_fini). */
+/* What our dlmopen and dlclose intercepts chain to (installed). */
+int mca_patcher_linux_dl_unwatched(mca_patcher_base_loader_t *unwatched);
+/* Forget everything (patch_fini, after the last restore). */
 void mca_patcher_linux_dl_forget(void);
-/* Patch new objects, and take back the slots someone reset to what we chain to. */
-void mca_patcher_linux_take_back(void);
-/* Whether addr is one of our dl intercepts (they live in this component). */
-bool mca_patcher_linux_is_watcher(uintptr_t addr);
-/* Keep this component's object loaded: one of our dl intercepts may run after fini (why). */
-void mca_patcher_linux_pin_self(const char *why);
-/* Set by a restore that left a dl intercept of ours in another hooker's hands. */
-extern bool mca_patcher_linux_watcher_captured;
-
-/* dlsym in one loaded object (and its dependencies), by the real functions. */
-void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);
 
 #endif

@@ -7,25 +7,22 @@
  * searches, scopes and places exactly as without us.  A caller in a dlmopen
  * namespace is sent to its own copy of libc's function (where its dlerror
  * state lives), a caller of the base namespace to what its slot held.
+ *
+ * Each intercept is a redirection of the table (patcher_linux_table.c)
+ * whose slots are restored through watcher_restore: a restore tells us
+ * that the watch must be installed again, or that a slot was left to
+ * another hooker (then this component stays loaded).
  */
 #include "opal_config.h"
 
 #include <dlfcn.h>
-#include <limits.h>
 #include <link.h>
-#include <string.h>
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
-#include "opal/mca/patcher/linux/patcher_linux.h"
 #include "opal/mca/patcher/base/base_dl.h"
-#include "opal/util/output.h"
+#include "opal/mca/patcher/linux/patcher_linux.h"
 #include "opal/util/proc_tasks.h"
-
-/* Weak: a static link must not need them (and glibc warns about a static
- * program naming dlopen/dlmopen, so those are only reached by chain). */
-#pragma weak dlsym
-#pragma weak dladdr1
 
 typedef mca_patcher_base_dlopen_fn_t dlopen_fn_t;
 typedef mca_patcher_base_dlmopen_fn_t dlmopen_fn_t;
@@ -33,32 +30,12 @@ typedef mca_patcher_base_dlsym_fn_t dlsym_fn_t;
 typedef mca_patcher_base_dlvsym_fn_t dlvsym_fn_t;
 typedef int (*dlclose_fn_t)(void *);
 
-static bool installed;
 /* Our dl intercepts were put in slots since the last forget (restored or not). */
 static bool watched;
-/* dl_iterate_phdr's counters when the objects were last patched/pruned. */
-static unsigned long long seen_adds, seen_subs;
-
-enum { WATCH_DLOPEN, WATCH_DLMOPEN, WATCH_DLCLOSE, WATCH_DLSYM, WATCH_DLVSYM, WATCH_COUNT };
-
-/*
- * The real functions: what our intercepts chain to (never through our own
- * GOT, which is the program's when we are linked into it statically).
- * Kept after patch_fini for a call still on its way through an intercept.
- */
-static uintptr_t reals[WATCH_COUNT];
-
-/*
- * The loader's own functions (the definitions, not what slots reach), for
- * our lookups that load nothing (RTLD_NOLOAD handles): another hooker's
- * dlopen may do work of its own after each call (UCX's libucm re-patches
- * every object) and may be entered from inside its allocator, where that
- * work deadlocks.
- */
-static uintptr_t loader[WATCH_COUNT];
-
-#define REAL(name, index) ((name##_fn_t) reals[index])
-#define LOADER(name, index) ((name##_fn_t) (loader[index] ? loader[index] : reals[index]))
+/* Set by a restore that left a dl intercept of ours in another hooker's hands. */
+static bool captured;
+/* dl_iterate_phdr's count of removed objects when the unloaded were last pruned. */
+static unsigned long long seen_subs;
 
 static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -68,38 +45,8 @@ static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-/*
- * After a successful open: give the redirections to the new objects, and
- * take back the slots that the dlopen we chain to may have reset (UCX's
- * libucm re-applies its patches to every object after each dlopen, ours
- * included): so even when no object was added, and after our own calls of
- * that dlopen.
- */
-void mca_patcher_linux_take_back(void)
-{
-    unsigned long long c[2] = {0, 0};
-    pthread_mutex_lock(&mca_patcher_linux_lock);
-    if (__atomic_load_n(&installed, __ATOMIC_RELAXED)) {
-        dl_iterate_phdr(read_counters, c);
-        /* Only another hooker's dlopen behind ours can have reset slots. */
-        const bool foreign_dlopen = 0 != loader[WATCH_DLOPEN] && reals[WATCH_DLOPEN] != loader[WATCH_DLOPEN];
-        int rc = c[0] != seen_adds || foreign_dlopen
-                     ? mca_patcher_linux_got_patch(mca_patcher_linux_hooks, mca_patcher_linux_nhooks)
-                     : OPAL_SUCCESS;
-        if (OPAL_SUCCESS != rc) {
-            opal_output("patcher linux: could not patch the objects just loaded: %s",
-                        opal_strerror(rc));
-        }
-        seen_adds = c[0];
-    }
-    pthread_mutex_unlock(&mca_patcher_linux_lock);
-}
-
-typedef struct watcher_t {
-    const char *symbol;
-    uintptr_t intercept;
-} watcher_t;
-static const watcher_t watchers[WATCH_COUNT]; /* below the intercepts */
+/* Our intercept of each dl function (below the intercepts). */
+static const uintptr_t watchers[MCA_PATCHER_LINUX_DL_COUNT];
 
 /* Whether a namespace besides the base one has objects (read without a lock, as debuggers do). */
 static bool other_namespaces(void)
@@ -121,13 +68,13 @@ static bool other_namespaces(void)
  */
 static uintptr_t chain_for(int w, const void *caller_ret)
 {
-    const uintptr_t real = __atomic_load_n(&reals[w], __ATOMIC_ACQUIRE);
+    const uintptr_t real = mca_patcher_linux_loader_real(w);
     Lmid_t lmid = LM_ID_BASE;
     if (!other_namespaces() || NULL == mca_patcher_base_dl_caller(caller_ret, &lmid) ||
         LM_ID_BASE == lmid) {
         return real;
     }
-    uintptr_t def = mca_patcher_linux_definition_in(watchers[w].symbol, watchers[w].intercept,
+    uintptr_t def = mca_patcher_linux_definition_in(mca_patcher_linux_loader_symbol(w), watchers[w],
                                                     lmid);
     return 0 != def ? def : real;
 }
@@ -146,76 +93,46 @@ static void *opened(void *handle)
 static void *linux_dlopen(const char *file, int mode)
 {
     const void *ret = __builtin_return_address(0);
-    return opened(
-        mca_patcher_base_dlopen_as(ret, (dlopen_fn_t) chain_for(WATCH_DLOPEN, ret), file, mode));
+    return opened(mca_patcher_base_dlopen_as(ret,
+                                             (dlopen_fn_t) chain_for(MCA_PATCHER_LINUX_DLOPEN, ret),
+                                             file, mode));
 }
 
 static void *linux_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
     const void *ret = __builtin_return_address(0);
-    return opened(mca_patcher_base_dlmopen_as(ret, (dlmopen_fn_t) chain_for(WATCH_DLMOPEN, ret),
-                                              lmid, file, mode));
+    return opened(
+        mca_patcher_base_dlmopen_as(ret, (dlmopen_fn_t) chain_for(MCA_PATCHER_LINUX_DLMOPEN, ret),
+                                    lmid, file, mode));
 }
 
 static int linux_dlclose(void *handle)
 {
     unsigned long long c[2] = {0, 0};
-    const dlclose_fn_t real = (dlclose_fn_t) chain_for(WATCH_DLCLOSE, __builtin_return_address(0));
+    const dlclose_fn_t real = (dlclose_fn_t) chain_for(MCA_PATCHER_LINUX_DLCLOSE,
+                                                       __builtin_return_address(0));
     /* Held across the real dlclose: nothing may record a slot of an object
      * that is being unloaded before we prune. */
-    pthread_mutex_lock(&mca_patcher_linux_lock);
+    mca_patcher_linux_lock();
     int rc = real(handle);
     dl_iterate_phdr(read_counters, c);
-    if (c[1] != seen_subs && __atomic_load_n(&installed, __ATOMIC_RELAXED)) {
-        mca_patcher_linux_got_drop_unloaded();
+    if (c[1] != seen_subs && mca_patcher_linux_following()) {
+        mca_patcher_linux_drop_unloaded();
         seen_subs = c[1];
     }
-    pthread_mutex_unlock(&mca_patcher_linux_lock);
+    mca_patcher_linux_unlock();
     mca_patcher_base_loader_changed();
     return rc;
 }
 
-void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol)
+static bool is_watcher(uintptr_t addr)
 {
-    /* A link_map is a handle only once the loader has built its search
-     * list (dlopen did): a plain dependency has none.  Opening it again
-     * (RTLD_NOLOAD: nothing is loaded, no constructor runs) builds it. */
-    const bool program = LM_ID_BASE == lmid && NULL == map->l_prev;
-    void *handle = NULL;
-    if (0 == reals[WATCH_DLOPEN] || 0 == reals[WATCH_DLMOPEN] || 0 == reals[WATCH_DLCLOSE] ||
-        0 == reals[WATCH_DLSYM] || (!program && (NULL == map->l_name || '\0' == map->l_name[0]))) {
-        return NULL;
+    for (int i = 0; i < MCA_PATCHER_LINUX_DL_COUNT; i++) {
+        if (watchers[i] == addr) {
+            return true;
+        }
     }
-    if (program) {
-        handle = LOADER(dlopen, WATCH_DLOPEN)(NULL, RTLD_LAZY);
-    } else if (LM_ID_BASE == lmid) {
-        handle = LOADER(dlopen, WATCH_DLOPEN)(map->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    } else {
-        handle = LOADER(dlmopen, WATCH_DLMOPEN)(lmid, map->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    }
-    if (NULL == handle) {
-        return NULL;
-    }
-    void *addr = LOADER(dlsym, WATCH_DLSYM)(handle, symbol);
-    LOADER(dlclose, WATCH_DLCLOSE)(handle);
-    return addr;
-}
-
-static bool is_watcher(uintptr_t addr);
-
-/*
- * One of our dl intercepts may run after we are finalized: handed out by
- * dlsym and kept by its caller (a hooker chaining to "the real dlopen", as
- * UCX's libucm does), or still running in another thread.  The object
- * holding it must then stay loaded.
- */
-void mca_patcher_linux_pin_self(const char *why)
-{
-    static bool pinned;
-    if (!__atomic_exchange_n(&pinned, true, __ATOMIC_ACQ_REL)) {
-        mca_patcher_base_dl_keep_loaded((void *) &mca_patcher_linux_component,
-                                        0 != reals[WATCH_DLOPEN] ? LOADER(dlopen, WATCH_DLOPEN) : NULL, why);
-    }
+    return false;
 }
 
 /* A definition our slots were redirected from: hand out the intercept instead. */
@@ -231,91 +148,100 @@ static void *found(void *addr)
 static void *linux_dlsym(void *handle, const char *symbol)
 {
     const void *ret = __builtin_return_address(0);
-    return found(
-        mca_patcher_base_dlsym_as(ret, (dlsym_fn_t) chain_for(WATCH_DLSYM, ret), handle, symbol));
+    return found(mca_patcher_base_dlsym_as(ret,
+                                           (dlsym_fn_t) chain_for(MCA_PATCHER_LINUX_DLSYM, ret),
+                                           handle, symbol));
 }
 
 static void *linux_dlvsym(void *handle, const char *symbol, const char *version)
 {
     const void *ret = __builtin_return_address(0);
-    return found(mca_patcher_base_dlvsym_as(ret, (dlvsym_fn_t) chain_for(WATCH_DLVSYM, ret), handle,
-                                            symbol, version));
+    return found(mca_patcher_base_dlvsym_as(ret,
+                                            (dlvsym_fn_t) chain_for(MCA_PATCHER_LINUX_DLVSYM, ret),
+                                            handle, symbol, version));
 }
 
-static const watcher_t watchers[WATCH_COUNT] = {
-    [WATCH_DLOPEN] = {"dlopen", (uintptr_t) linux_dlopen},
-    [WATCH_DLMOPEN] = {"dlmopen", (uintptr_t) linux_dlmopen},
-    [WATCH_DLCLOSE] = {"dlclose", (uintptr_t) linux_dlclose},
-    [WATCH_DLSYM] = {"dlsym", (uintptr_t) linux_dlsym},
-    [WATCH_DLVSYM] = {"dlvsym", (uintptr_t) linux_dlvsym},
+static const uintptr_t watchers[MCA_PATCHER_LINUX_DL_COUNT] = {
+    [MCA_PATCHER_LINUX_DLOPEN] = (uintptr_t) linux_dlopen,
+    [MCA_PATCHER_LINUX_DLMOPEN] = (uintptr_t) linux_dlmopen,
+    [MCA_PATCHER_LINUX_DLCLOSE] = (uintptr_t) linux_dlclose,
+    [MCA_PATCHER_LINUX_DLSYM] = (uintptr_t) linux_dlsym,
+    [MCA_PATCHER_LINUX_DLVSYM] = (uintptr_t) linux_dlvsym,
 };
 
-static bool is_watcher(uintptr_t addr)
+/*
+ * The restore function of our intercepts' slots.  Called by the base with
+ * its patch list mutex held: no lock here, flags for the next install and
+ * for fini.
+ */
+static void watcher_restore(mca_patcher_base_patch_t *patch)
 {
-    for (int i = 0; i < WATCH_COUNT; i++) {
-        if (watchers[i].intercept == addr) {
-            return true;
-        }
+    switch (mca_patcher_linux_got_restore(patch)) {
+    case MCA_PATCHER_LINUX_SLOT_RESTORED:
+        /* Installed again by the next patch_symbol. */
+        mca_patcher_linux_unfollow();
+        break;
+    case MCA_PATCHER_LINUX_SLOT_LEFT:
+        /* Another hooker chains to it: this component stays loaded (fini). */
+        __atomic_store_n(&captured, true, __ATOMIC_RELAXED);
+        break;
+    case MCA_PATCHER_LINUX_SLOT_UNLOADED:
+        break;
     }
-    return false;
 }
 
 int mca_patcher_linux_dl_install(void)
 {
-    if (__atomic_load_n(&installed, __ATOMIC_RELAXED)) {
+    if (mca_patcher_linux_following()) {
         return OPAL_SUCCESS;
     }
     unsigned long long c[2] = {0, 0};
     dl_iterate_phdr(read_counters, c);
     /* The real functions first: finding a lazily bound slot's definition
      * in another namespace opens its object (mca_patcher_linux_dlsym_in). */
-    for (int i = 0; i < WATCH_COUNT; i++) {
+    for (int i = 0; i < MCA_PATCHER_LINUX_DL_COUNT; i++) {
         uintptr_t chain;
-        if (OPAL_SUCCESS == mca_patcher_linux_got_chain(watchers[i].symbol, watchers[i].intercept,
-                                                        &chain)) {
-            __atomic_store_n(&reals[i], chain, __ATOMIC_RELEASE);
+        if (OPAL_SUCCESS ==
+            mca_patcher_linux_got_chain(mca_patcher_linux_loader_symbol(i), watchers[i], &chain)) {
+            mca_patcher_linux_loader_set_real(i, chain);
         }
     }
-    /* RTLD_DEFAULT finds definitions, whatever the slots hold. */
-    for (int i = 0; i < WATCH_COUNT && 0 != reals[WATCH_DLSYM]; i++) {
-        loader[i] = (uintptr_t) REAL(dlsym, WATCH_DLSYM)(RTLD_DEFAULT, watchers[i].symbol);
-    }
+    mca_patcher_linux_loader_find_own();
     watched = true; /* before the first slot is written */
-    for (int i = 0; i < WATCH_COUNT; i++) {
+    for (int i = 0; i < MCA_PATCHER_LINUX_DL_COUNT; i++) {
         uintptr_t chain;
-        int rc = mca_patcher_linux_hook_symbol(watchers[i].symbol, watchers[i].intercept, 0, &chain);
+        int rc = mca_patcher_linux_hook_symbol(mca_patcher_linux_loader_symbol(i), watchers[i], 0,
+                                               &chain, watcher_restore);
         if (OPAL_ERR_NOT_FOUND == rc) {
             continue; /* nothing defines it: nobody can call it */
         }
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
-        __atomic_store_n(&reals[i], chain, __ATOMIC_RELEASE);
+        mca_patcher_linux_loader_set_real(i, chain);
     }
-    seen_adds = c[0];
     seen_subs = c[1];
-    __atomic_store_n(&installed, true, __ATOMIC_RELAXED);
+    mca_patcher_linux_follow(c[0]);
     return OPAL_SUCCESS;
 }
 
-bool mca_patcher_linux_is_watcher(uintptr_t addr)
+int mca_patcher_linux_dl_unwatched(mca_patcher_base_loader_t *unwatched)
 {
-    return is_watcher(addr);
-}
-
-void mca_patcher_linux_dl_restored(uintptr_t value)
-{
-    /* Called by a restore with the base's patch list mutex held: no lock
-     * here, a flag for the next patch_symbol. */
-    for (int i = 0; i < WATCH_COUNT; i++) {
-        if (watchers[i].intercept == value) {
-            __atomic_store_n(&installed, false, __ATOMIC_RELAXED);
-        }
+    const uintptr_t dlmopen_real = mca_patcher_linux_loader_real(MCA_PATCHER_LINUX_DLMOPEN);
+    const uintptr_t dlclose_real = mca_patcher_linux_loader_real(MCA_PATCHER_LINUX_DLCLOSE);
+    if (0 == dlmopen_real || 0 == dlclose_real) {
+        return OPAL_ERR_NOT_FOUND;
     }
+    unwatched->dlmopen = (dlmopen_fn_t) dlmopen_real;
+    unwatched->dlclose = (dlclose_fn_t) dlclose_real;
+    return OPAL_SUCCESS;
 }
 
 void mca_patcher_linux_dl_forget(void)
 {
+    if (__atomic_exchange_n(&captured, false, __ATOMIC_RELAXED)) {
+        mca_patcher_linux_pin_self("a GOT slot left to another hooker leads to a dl intercept");
+    }
     /* A call that another thread made into one of our dl intercepts before
      * the slots were restored may still be running (inside the real
      * dlopen), or be past its last use of our state but not yet returned
@@ -325,6 +251,6 @@ void mca_patcher_linux_dl_forget(void)
         mca_patcher_linux_pin_self("another thread may still be inside a dl intercept");
     }
     watched = false;
-    installed = false;
-    seen_adds = seen_subs = 0;
+    mca_patcher_linux_unfollow();
+    seen_subs = 0;
 }

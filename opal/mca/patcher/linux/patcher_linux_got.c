@@ -8,7 +8,12 @@
  * lock.  So the callback only reads memory and collects slots; deciding
  * (which needs dladdr/dlsym), writing and recording happen afterwards.  An
  * object cannot vanish in between: every dlclose that is not ours goes
- * through our dlclose intercept, which waits for mca_patcher_linux_lock.
+ * through our dlclose intercept, which waits for the table's lock, held by
+ * whoever patches.
+ *
+ * Calls only the loader floor below it (patcher_linux.h): what a restore
+ * means to the table above it is said by the hook's restore function,
+ * which calls mca_patcher_linux_got_restore().
  */
 #include "opal_config.h"
 
@@ -30,6 +35,8 @@
 #pragma weak dladdr1
 #pragma weak dlinfo
 #pragma weak dlsym
+
+#define VERBOSE opal_patcher_base_framework.framework_verbose
 
 typedef struct got_object_t {
     uintptr_t start, end;   /* extent of the PT_LOAD segments */
@@ -115,8 +122,7 @@ void mca_patcher_linux_got_free_strings(void)
  * section, other libcs) they are still link-time addresses.  A value that
  * already lies inside the object is absolute.
  */
-uintptr_t mca_patcher_linux_dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(Phdr) *phdr,
-                                    int phnum)
+static uintptr_t dyn_ptr(uintptr_t base, uintptr_t d_ptr, const ElfW(Phdr) *phdr, int phnum)
 {
     for (int i = 0; i < phnum; i++) {
         if (PT_LOAD == phdr[i].p_type && d_ptr >= base + phdr[i].p_vaddr &&
@@ -222,7 +228,7 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
         !mca_patcher_base_dyn_get(dyn, DT_STRTAB, &strtab)) {
         return 0;
     }
-#define PTR(v) mca_patcher_linux_dyn_ptr(base, (v), info->dlpi_phdr, info->dlpi_phnum)
+#define PTR(v) dyn_ptr(base, (v), info->dlpi_phdr, info->dlpi_phnum)
     const ElfW(Sym) *syms = (const ElfW(Sym) *) PTR(symtab);
     const char *strs = (const char *) PTR(strtab);
 
@@ -364,16 +370,6 @@ static bool object_namespace(const got_object_t *obj, struct link_map **map, Lmi
     return true;
 }
 
-static void *real_dlsym(void *handle, const char *symbol)
-{
-    void *(*fn)(void *, const char *) = (void *(*) (void *, const char *))
-        mca_patcher_linux_chain_of("dlsym");
-    if (NULL == fn) {
-        fn = dlsym;
-    }
-    return NULL == fn ? NULL : fn(handle, symbol);
-}
-
 /*
  * What a slot's calls reach: its value once bound; while still lazily
  * bound (it points at its own object's PLT) the definition the loader
@@ -392,7 +388,7 @@ static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot,
     if (!object_namespace(obj, &map, &lmid)) {
         return 0;
     }
-    void *def = LM_ID_BASE == lmid ? real_dlsym(RTLD_DEFAULT, symbol) : NULL;
+    void *def = LM_ID_BASE == lmid ? mca_patcher_linux_loader_dlsym(RTLD_DEFAULT, symbol) : NULL;
     if (NULL == def) {
         def = mca_patcher_linux_dlsym_in(map, lmid, symbol);
     }
@@ -431,10 +427,9 @@ int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_
         }
     }
     if (OPAL_SUCCESS == rc && 0 == *chain) {
-        *chain = (uintptr_t) real_dlsym(RTLD_DEFAULT, symbol);
+        *chain = (uintptr_t) mca_patcher_linux_loader_dlsym(RTLD_DEFAULT, symbol);
         if (0 == *chain) {
-            opal_output_verbose(mca_patcher_linux_verbose, 1,
-                                "patcher linux: no loaded object defines %s", symbol);
+            opal_output_verbose(VERBOSE, 1, "patcher linux: no loaded object defines %s", symbol);
             rc = OPAL_ERR_NOT_FOUND;
         } else if (is_stub(&scan, *chain)) {
             opal_output("patcher linux: %s resolves to the executable's PLT stub only "
@@ -471,13 +466,13 @@ static int got_write(uintptr_t slot, uintptr_t value, const char *symbol)
     return rc;
 }
 
-static void got_restore(mca_patcher_base_patch_t *patch)
+mca_patcher_linux_slot_restore_t mca_patcher_linux_got_restore(mca_patcher_base_patch_t *patch)
 {
     if (!object_loaded((uintptr_t) patch->patch_component_data)) {
-        opal_output_verbose(mca_patcher_linux_verbose, 20,
+        opal_output_verbose(VERBOSE, 20,
                             "patcher linux: %s: not restoring the slot at %p (%s): unloaded",
                             patch->patch_symbol, (void *) patch->patch_orig, patch->patch_how);
-        return;
+        return MCA_PATCHER_LINUX_SLOT_UNLOADED;
     }
     uintptr_t now = __atomic_load_n((uintptr_t *) patch->patch_orig, __ATOMIC_ACQUIRE);
     if (now != patch->patch_value) {
@@ -485,20 +480,22 @@ static void got_restore(mca_patcher_base_patch_t *patch)
          * found it where we had put it, or through our dlsym): writing the
          * old value back would cut it out.  Our intercepts stay loaded
          * (the core library, or this component pinned when handed out). */
-        opal_output_verbose(mca_patcher_linux_verbose, 10,
+        opal_output_verbose(VERBOSE, 10,
                             "patcher linux: the GOT slot of %s at %p (%s) was patched over by "
                             "another hooker; leaving its value",
                             patch->patch_symbol, (void *) patch->patch_orig, patch->patch_how);
-        if (mca_patcher_linux_is_watcher(patch->patch_value)) {
-            /* Pinned by patch_fini, outside the base's patch list mutex. */
-            __atomic_store_n(&mca_patcher_linux_watcher_captured, true, __ATOMIC_RELAXED);
-        }
-        return;
+        return MCA_PATCHER_LINUX_SLOT_LEFT;
     }
     uintptr_t orig;
     memcpy(&orig, patch->patch_orig_data, sizeof(orig));
     got_write(patch->patch_orig, orig, patch->patch_symbol);
-    mca_patcher_linux_dl_restored(patch->patch_value);
+    return MCA_PATCHER_LINUX_SLOT_RESTORED;
+}
+
+/* The restore function of a hook without one of its own. */
+static void got_restore(mca_patcher_base_patch_t *patch)
+{
+    (void) mca_patcher_linux_got_restore(patch);
 }
 
 static void hook_note_definition(mca_patcher_linux_hook_t *hook, uintptr_t def)
@@ -508,7 +505,7 @@ static void hook_note_definition(mca_patcher_linux_hook_t *hook, uintptr_t def)
             return;
         }
     }
-    /* A place cleared by an unload first (mca_patcher_linux_got_drop_unloaded). */
+    /* A place cleared by an unload first (mca_patcher_linux_drop_unloaded). */
     for (int i = 1; i < hook->ndefs; i++) {
         if (0 == hook->defs[i]) {
             __atomic_store_n(&hook->defs[i], def, __ATOMIC_RELEASE);
@@ -519,6 +516,23 @@ static void hook_note_definition(mca_patcher_linux_hook_t *hook, uintptr_t def)
         __atomic_store_n(&hook->defs[hook->ndefs], def, __ATOMIC_RELEASE);
         __atomic_store_n(&hook->ndefs, hook->ndefs + 1, __ATOMIC_RELEASE);
     }
+}
+
+/* The table of redirections, as the table floor hands it down. */
+typedef struct got_table_t {
+    mca_patcher_linux_hook_t *hooks;
+    int n;
+} got_table_t;
+
+/* The intercept of the hook of every slot of symbol (patch_symbol's), or 0. */
+static uintptr_t every_slot_value(const got_table_t *table, const char *symbol)
+{
+    for (int h = 0; h < table->n; h++) {
+        if (0 == table->hooks[h].only_def && 0 == strcmp(table->hooks[h].symbol, symbol)) {
+            return table->hooks[h].value;
+        }
+    }
+    return 0;
 }
 
 /* Our record of the slot at addr, or NULL. */
@@ -551,10 +565,10 @@ static bool known_definition(const mca_patcher_linux_hook_t *hook, uintptr_t def
  * copy of the function, with a chain of its own), which the hook of every
  * slot of the symbol leaves it to.
  */
-static bool claimed(const mca_patcher_linux_hook_t *hook, uintptr_t def)
+static bool claimed(const got_table_t *table, const mca_patcher_linux_hook_t *hook, uintptr_t def)
 {
-    for (int h = 0; h < mca_patcher_linux_nhooks; h++) {
-        const mca_patcher_linux_hook_t *other = &mca_patcher_linux_hooks[h];
+    for (int h = 0; h < table->n; h++) {
+        const mca_patcher_linux_hook_t *other = &table->hooks[h];
         if (other->only_def == def && !other->retired && 0 == strcmp(other->symbol, hook->symbol)) {
             return true;
         }
@@ -568,14 +582,14 @@ static bool claimed(const mca_patcher_linux_hook_t *hook, uintptr_t def)
  * definition, it becomes this hook's (the same record: what is restored
  * stays the original value).  Anything else is left as it is.
  */
-static int take_over(const got_scan_t *scan, const got_slot_t *slot, mca_patcher_linux_hook_t *hook,
-                     mca_patcher_base_patch_t *record, bool *wrote)
+static int take_over(const got_scan_t *scan, const got_table_t *table, const got_slot_t *slot,
+                     mca_patcher_linux_hook_t *hook, mca_patcher_base_patch_t *record, bool *wrote)
 {
     uintptr_t orig;
     memcpy(&orig, record->patch_orig_data, sizeof(orig));
     mca_patcher_base_module_t *module = &mca_patcher_linux_module;
     if (0 != strcmp(record->patch_symbol, hook->symbol) ||
-        record->patch_value != mca_patcher_linux_chain_value(hook->symbol) ||
+        record->patch_value != every_slot_value(table, hook->symbol) ||
         slot_definition(scan, slot, orig, hook->symbol) != hook->only_def) {
         return OPAL_SUCCESS;
     }
@@ -588,15 +602,14 @@ static int take_over(const got_scan_t *scan, const got_slot_t *slot, mca_patcher
         *wrote = true;
     }
     pthread_mutex_unlock(&module->patch_list_mutex);
-    opal_output_verbose(mca_patcher_linux_verbose, 20,
-                        "patcher linux: %s: %s at %p -> %p (its own copy's)", hook->symbol,
-                        record->patch_how, (void *) slot->addr, (void *) hook->value);
+    opal_output_verbose(VERBOSE, 20, "patcher linux: %s: %s at %p -> %p (its own copy's)",
+                        hook->symbol, record->patch_how, (void *) slot->addr, (void *) hook->value);
     return rc;
 }
 
 /* Patch one slot; *wrote tells whether it was written. */
-static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patcher_linux_hook_t *hook,
-                      bool *wrote)
+static int patch_slot(const got_scan_t *scan, const got_table_t *table, const got_slot_t *slot,
+                      mca_patcher_linux_hook_t *hook, bool *wrote)
 {
     uintptr_t value = __atomic_load_n((uintptr_t *) slot->addr, __ATOMIC_ACQUIRE);
     if (value == hook->value || hook->retired) {
@@ -604,7 +617,7 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
     }
     mca_patcher_base_patch_t *record = find_record(slot->addr);
     if (NULL != record && 0 != hook->only_def) {
-        return take_over(scan, slot, hook, record, wrote);
+        return take_over(scan, table, slot, hook, record, wrote);
     }
     if (NULL != record) {
         /* We patched this slot and someone wrote it since.  Back to what we
@@ -613,18 +626,19 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
          * same.  Anything else is a hooker stacked on top of us, that
          * chains to our intercept: leave it. */
         if (!known_definition(hook, value)) {
-            opal_output_verbose(mca_patcher_linux_verbose, 20,
+            opal_output_verbose(VERBOSE, 20,
                                 "patcher linux: %s: %s at %p holds %p now, another hooker's: "
-                                "left to it", hook->symbol, record->patch_how,
-                                (void *) slot->addr, (void *) value);
+                                "left to it",
+                                hook->symbol, record->patch_how, (void *) slot->addr,
+                                (void *) value);
             return OPAL_SUCCESS;
         }
         int rc = got_write(slot->addr, hook->value, hook->symbol);
         *wrote = OPAL_SUCCESS == rc;
-        opal_output_verbose(mca_patcher_linux_verbose, 20,
+        opal_output_verbose(VERBOSE, 20,
                             "patcher linux: %s: %s at %p was reset to %p by someone else; "
-                            "patched again", hook->symbol, record->patch_how, (void *) slot->addr,
-                            (void *) value);
+                            "patched again",
+                            hook->symbol, record->patch_how, (void *) slot->addr, (void *) value);
         return rc;
     }
     uintptr_t def = slot_definition(scan, slot, value, hook->symbol);
@@ -634,11 +648,11 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
     if (0 != hook->only_def && def != hook->only_def) {
         return OPAL_SUCCESS; /* another copy's: another hook's, or nobody's */
     }
-    if (0 == hook->only_def && claimed(hook, def)) {
+    if (0 == hook->only_def && claimed(table, hook, def)) {
         return OPAL_SUCCESS; /* a redirection of this very definition patches it */
     }
     if (def != hook->chain && hook->per_copy_state) {
-        opal_output_verbose(mca_patcher_linux_verbose, 10,
+        opal_output_verbose(VERBOSE, 10,
                             "patcher linux: leaving %s's slot at %p in %s alone: it reaches "
                             "another copy of the function (%p, not %p)",
                             hook->symbol, (void *) slot->addr, scan->objects[slot->object].how,
@@ -657,7 +671,7 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
     memcpy(patch->patch_data, &hook->value, sizeof(hook->value));
     patch->patch_data_size = sizeof(uintptr_t);
     patch->patch_how = scan->objects[slot->object].how;
-    patch->patch_restore = got_restore;
+    patch->patch_restore = NULL != hook->restore ? hook->restore : got_restore;
     patch->patch_component_data = (void *) scan->objects[slot->object].dynamic;
     int rc = got_write(slot->addr, hook->value, hook->symbol);
     if (OPAL_SUCCESS != rc) {
@@ -667,25 +681,26 @@ static int patch_slot(const got_scan_t *scan, const got_slot_t *slot, mca_patche
     *wrote = true;
     hook_note_definition(hook, def);
     mca_patcher_base_patch_add(&mca_patcher_linux_module, patch);
-    opal_output_verbose(mca_patcher_linux_verbose, 20, "patcher linux: %s: %s at %p -> %p",
-                        hook->symbol, patch->patch_how, (void *) slot->addr, (void *) hook->value);
+    opal_output_verbose(VERBOSE, 20, "patcher linux: %s: %s at %p -> %p", hook->symbol,
+                        patch->patch_how, (void *) slot->addr, (void *) hook->value);
     return OPAL_SUCCESS;
 }
 
-static int got_patch_pass(mca_patcher_linux_hook_t *hooks, int nhooks, bool *wrote)
+static int got_patch_pass(const got_table_t *table, int first, int count, bool *wrote)
 {
     const char *names[MCA_PATCHER_LINUX_MAX_HOOKS];
-    for (int h = 0; h < nhooks; h++) {
+    mca_patcher_linux_hook_t *hooks = table->hooks + first;
+    for (int h = 0; h < count; h++) {
         names[h] = hooks[h].symbol;
     }
-    got_scan_t scan = {.names = names, .nnames = nhooks, .skip_own = true};
+    got_scan_t scan = {.names = names, .nnames = count, .skip_own = true};
     int rc = scan_run(&scan);
     /* Hooks in the order they were made: a later hook of the same symbol
      * chains to an earlier one, so it must find that one in place. */
-    for (int h = 0; OPAL_SUCCESS == rc && h < nhooks; h++) {
+    for (int h = 0; OPAL_SUCCESS == rc && h < count; h++) {
         for (int i = 0; OPAL_SUCCESS == rc && i < scan.nslots; i++) {
             if (0 == strcmp(names[scan.slots[i].name], hooks[h].symbol)) {
-                rc = patch_slot(&scan, &scan.slots[i], &hooks[h], wrote);
+                rc = patch_slot(&scan, table, &scan.slots[i], &hooks[h], wrote);
             }
         }
     }
@@ -693,8 +708,9 @@ static int got_patch_pass(mca_patcher_linux_hook_t *hooks, int nhooks, bool *wro
     return rc;
 }
 
-int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks)
+int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int n, int first, int count)
 {
+    const got_table_t table = {.hooks = hooks, .n = n};
     /* The dlopen we chain to may be another hooker's that re-applies its
      * patches to every object after each call (UCX's libucm): our own
      * lookups during a pass (mca_patcher_linux_dlsym_in) can then undo
@@ -702,7 +718,7 @@ int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int nhooks)
     int rc = OPAL_SUCCESS;
     for (int pass = 0; pass < 4 && OPAL_SUCCESS == rc; pass++) {
         bool wrote = false;
-        rc = got_patch_pass(hooks, nhooks, &wrote);
+        rc = got_patch_pass(&table, first, count, &wrote);
         if (!wrote) {
             break;
         }
@@ -722,8 +738,7 @@ static bool slot_unloaded(mca_patcher_base_patch_t *patch, void *arg)
     if (object_loaded((uintptr_t) patch->patch_component_data)) {
         return false;
     }
-    opal_output_verbose(mca_patcher_linux_verbose, 20,
-                        "patcher linux: %s: forgetting the slot at %p (%s): unloaded",
+    opal_output_verbose(VERBOSE, 20, "patcher linux: %s: forgetting the slot at %p (%s): unloaded",
                         patch->patch_symbol, (void *) patch->patch_orig, patch->patch_how);
     patch->patch_restore = NULL;
     return true;
@@ -732,19 +747,6 @@ static bool slot_unloaded(mca_patcher_base_patch_t *patch, void *arg)
 void mca_patcher_linux_got_drop_unloaded(void)
 {
     mca_patcher_base_restore_patches(&mca_patcher_linux_module, slot_unloaded, NULL);
-    /* Definitions in unloaded objects: their addresses may hold another
-     * object's code later, which dlsym must not map to an intercept.
-     * Cleared, not removed: lock-free readers compare with nonzero
-     * addresses only. */
-    for (int h = 0; h < mca_patcher_linux_nhooks; h++) {
-        mca_patcher_linux_hook_t *hook = &mca_patcher_linux_hooks[h];
-        for (int d = 1; d < hook->ndefs && d < MCA_PATCHER_LINUX_MAX_DEFS; d++) {
-            Dl_info info;
-            if (0 != hook->defs[d] && 0 == dladdr((void *) hook->defs[d], &info)) {
-                __atomic_store_n(&hook->defs[d], 0, __ATOMIC_RELEASE);
-            }
-        }
-    }
 }
 
 /* --- can this process be patched at all --- */

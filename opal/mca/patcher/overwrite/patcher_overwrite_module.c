@@ -468,6 +468,11 @@ static int overwrite_patch_symbol(const char *symbol, uintptr_t new_addr, uintpt
     return patch_function(symbol, func, new_addr, old_addr);
 }
 
+static int overwrite_watch_loader(struct mca_patcher_base_loader_t *unwatched)
+{
+    return mca_patcher_overwrite_dl_watch(patch_function, unwatched);
+}
+
 static int overwrite_patch_init(void)
 {
     return OPAL_SUCCESS;
@@ -479,6 +484,7 @@ static int overwrite_patch_init(void)
  */
 static int overwrite_patch_fini(void)
 {
+    mca_patcher_overwrite_dl_fini();
     pthread_mutex_lock(&overwrite_lock);
     while (tramps) {
         overwrite_tramp_t *t = tramps;
@@ -498,6 +504,7 @@ mca_patcher_base_module_t mca_patcher_overwrite_module = {
     .patch_symbol = overwrite_patch_symbol,
     .patch_address = overwrite_patch_address,
     .patch_address_chain = overwrite_patch_address_chain,
+    .patch_watch_loader = overwrite_watch_loader,
     .patch_limits = "sees every caller of a patched function, including libc's internal calls; "
                     "misses raw system calls made without calling it",
 };
