@@ -823,14 +823,18 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     lookup_init(&l, m, addr, size, access_flags);
     l.hit = NULL;
 
-    if (tried.tried) {
-        l.seq = tried.seq;
-        l.seen = tried.seen;
-    } else if (!bypass) {
+    /*
+     * What the lock-free lookup knew, in a local that stays in registers
+     * (read back from l, a seq and a seen stored apart were loaded as one
+     * word: a store-forwarding stall on every miss).
+     */
+    missed_t mi = tried;
+    if (!tried.tried && !bypass) {
         lookup_lockfree(m, &l);
-    } else {
-        l.seen = true; /* no lock-free lookup: unused, a bypass one looks for nothing */
-        l.seq = 0;
+        mi = missed_by(&l);
+    } else if (!tried.tried) {
+        mi.seen = true; /* no lock-free lookup: unused, a bypass one looks for nothing */
+        mi.seq = 0;
     }
     while (NULL == l.hit && NULL == reg) {
         reg_t *release = deferred;
@@ -844,7 +848,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
          * ones out first only removes).
          */
         bool again = !bypass
-                     && (l.seen || (l.seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, l.seq));
+                     && (mi.seen || (mi.seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, mi.seq));
         unlink_chain_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
         if (again) {
