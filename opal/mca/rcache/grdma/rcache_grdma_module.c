@@ -824,17 +824,20 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     l.hit = NULL;
 
     /*
-     * What the lock-free lookup knew, in a local that stays in registers
+     * What the lock-free lookup knew, in locals that stay in registers
      * (read back from l, a seq and a seen stored apart were loaded as one
-     * word: a store-forwarding stall on every miss).
+     * word: a store-forwarding stall on every miss).  Two scalars, not a
+     * missed_t: with one, GCC laid out the hit path one instruction longer.
      */
-    missed_t mi = tried;
-    if (!tried.tried && !bypass) {
+    bool seen = true; /* a bypass one looks for nothing: unused */
+    uint32_t seq = 0;
+    if (tried.tried) {
+        seen = tried.seen;
+        seq = tried.seq;
+    } else if (!bypass) {
         lookup_lockfree(m, &l);
-        mi = missed_by(&l);
-    } else if (!tried.tried) {
-        mi.seen = true; /* no lock-free lookup: unused, a bypass one looks for nothing */
-        mi.seq = 0;
+        seen = l.seen;
+        seq = l.seq;
     }
     while (NULL == l.hit && NULL == reg) {
         reg_t *release = deferred;
@@ -848,7 +851,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
          * ones out first only removes).
          */
         bool again = !bypass
-                     && (mi.seen || (mi.seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, mi.seq));
+                     && (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
         unlink_chain_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
         if (again) {
