@@ -26,8 +26,9 @@
  * Lines per hit on average, for any pattern at any fill, and lines read by
  * any one probe, found or not.  The hashing of this tree (Fibonacci, see
  * mca_rcache_base_pgindex_home) reads at most 2.5 lines per hit on average
- * (dense regions far apart, at load 3/4; 1.0-1.1 for pages in order or at
- * strides of 16 pages, 2 MiB or 1 GiB) and up to 46 lines in one probe
+ * (dense regions far apart, at load 3/4; 1.0-1.1 for pages in order, every
+ * 16th page or 1 GiB apart, 1.2-1.6 at 2 MiB and 1 MiB strides and for
+ * random pages) and up to 46 lines in one probe
  * (random pages at load 3/4: open addressing clusters): the bounds leave
  * room above that and catch a hashing that lines patterns up.
  */
