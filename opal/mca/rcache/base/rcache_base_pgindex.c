@@ -30,6 +30,22 @@ typedef mca_rcache_base_pgindex_table_t table_t;
 /* Blocks of one class that might_overlap probes before it answers "maybe" (take the lock). */
 #define PROBE_LIMIT 512
 
+/*
+ * Prefetch distances.  The hash sends each group of blocks to its own
+ * random line, and from about 1e5 ranges on the table is out of the
+ * caches: a program registering pages one after the other would wait for
+ * one line from memory per group.  So an insert of a group's first block
+ * fetches the line of the group AHEAD_GROUPS further on, a few
+ * registrations before its lookup needs it (a useless fetch when the
+ * program does not register that group: one line per insert at most).  A
+ * rehash reads the old table in order and writes the new one nearly in
+ * order (the new home's top bits extend the old's), one new line per
+ * group, each a miss: it fetches the new line of the group AHEAD_LINES
+ * old lines further on.
+ */
+#define AHEAD_GROUPS 2
+#define AHEAD_LINES 16
+
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 
@@ -192,8 +208,13 @@ static void place(table_t *t, uintptr_t key, void *item)
 void mca_rcache_base_pgindex_insert(pgindex_t *idx, void *item, uintptr_t first, uintptr_t last)
 {
     unsigned s = class_of(first, last);
+    table_t *t = idx->table;
     write_begin(idx);
-    place(idx->table, key_of(s, first >> s), item);
+    place(t, key_of(s, first >> s), item);
+    if (0 == ((first >> s) & (SLOTS - 1))) {
+        uintptr_t ahead = key_of(s, (first >> s) + AHEAD_GROUPS * SLOTS);
+        __builtin_prefetch(&t->entry[mca_rcache_base_pgindex_home(t, ahead) * SLOTS], 1);
+    }
     idx->class_count[s]++;
     count_chunks(idx, first, last, 1);
     STORE(&idx->active, idx->active | (1ull << s));
@@ -256,7 +277,15 @@ mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_rehash(pgindex_t *idx, 
         return t; /* another thread grew it meanwhile */
     }
     /* Only the old table is read, line after line. */
-    for (size_t i = 0; i < ((size_t) SLOTS << old->bits); i++) {
+    const size_t end = (size_t) SLOTS << old->bits;
+    for (size_t i = 0; i < end; i++) {
+        if (0 == (i & (SLOTS - 1)) && i + AHEAD_LINES * SLOTS < end) {
+            const entry_t *ahead = &old->entry[i + AHEAD_LINES * SLOTS];
+            if (ahead->item) {
+                size_t line = mca_rcache_base_pgindex_home(t, ahead->key & ~OVERFLOW);
+                __builtin_prefetch(&t->entry[line * SLOTS], 1);
+            }
+        }
         if (old->entry[i].item) {
             place(t, old->entry[i].key & ~OVERFLOW, old->entry[i].item);
         }

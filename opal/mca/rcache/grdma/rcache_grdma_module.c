@@ -823,14 +823,21 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     lookup_init(&l, m, addr, size, access_flags);
     l.hit = NULL;
 
+    /*
+     * What the lock-free lookup knew, in locals that stay in registers
+     * (read back from l, a seq and a seen stored apart were loaded as one
+     * word: a store-forwarding stall on every miss).  Two scalars, not a
+     * missed_t: with one, GCC laid out the hit path one instruction longer.
+     */
+    bool seen = true; /* a bypass one looks for nothing: unused */
+    uint32_t seq = 0;
     if (tried.tried) {
-        l.seq = tried.seq;
-        l.seen = tried.seen;
+        seen = tried.seen;
+        seq = tried.seq;
     } else if (!bypass) {
         lookup_lockfree(m, &l);
-    } else {
-        l.seen = true; /* no lock-free lookup: unused, a bypass one looks for nothing */
-        l.seq = 0;
+        seen = l.seen;
+        seq = l.seq;
     }
     while (NULL == l.hit && NULL == reg) {
         reg_t *release = deferred;
@@ -844,7 +851,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
          * ones out first only removes).
          */
         bool again = !bypass
-                     && (l.seen || (l.seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, l.seq));
+                     && (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
         unlink_chain_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
         if (again) {
