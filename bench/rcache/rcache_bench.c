@@ -19,6 +19,9 @@
  *           covered / an uncovered page: median ns.  UCX only queues the
  *           range there and invalidates at its next rcache call; grdma
  *           invalidates in the event
+ *   rel w   the release event on a covered page just hit (its registration's
+ *           lines, the index's and the TLB entries cached): the event's own
+ *           cost, against rel c's, which is mostly the lines it must fetch
  *   floor   ns per dependent load of a random cache line in a set as large as
  *           grdma's cache at this N (a pointer chase): what one cold line of
  *           the cache costs on this host, the least a covered release pays
@@ -67,7 +70,7 @@
 
 typedef struct result_t {
     double hit[MAX_THREADS + 1], miss, fill, find, unmap_cov, unmap_unc, munmap_cov, rel_cov, rel_reg,
-        rel_unc, floor, bytes;
+        rel_warm, rel_unc, floor, bytes;
     int valid;
 } result_t;
 
@@ -97,7 +100,7 @@ static const size_t ns[] = {100, 1000, 10000, 100000, 1000000};
 static const bench_driver_t *drv;
 static unsigned char *cached, *plain, *missing; /* N cached pages; pages none covers */
 static size_t ncached, nplain;
-static double cov[UNMAPS], unc[UNMAPS], raw[UNMAPS], both[UNMAPS];
+static double cov[UNMAPS], unc[UNMAPS], raw[UNMAPS], both[UNMAPS], warm[UNMAPS];
 
 static long rss_bytes(void)
 {
@@ -225,8 +228,8 @@ static void unmap_samples(size_t at, size_t n)
 /*
  * Samples [at, at + n) of the release event alone on a covered page, of that
  * event and the next registration of the page together (UCX leaves its
- * deregistration to that call: the fair whole), and of the event on an
- * uncovered page.
+ * deregistration to that call: the fair whole), of the event on an
+ * uncovered page, and of the event on a covered page hit just before.
  */
 static void release_samples(size_t at, size_t n)
 {
@@ -243,6 +246,12 @@ static void release_samples(size_t at, size_t n)
         t0 = bench_now_ns();
         drv->release(p, bench_page);
         unc[i] = bench_now_ns() - t0;
+        p = bench_cached_page(cached, ncached, i * 31);
+        drv->put(drv->get(p, bench_page));
+        t0 = bench_now_ns();
+        drv->release(p, bench_page);
+        warm[i] = bench_now_ns() - t0;
+        drv->put(drv->get(p, bench_page));
     }
 }
 
@@ -314,6 +323,7 @@ static void run_step(const command_t *c, result_t *r)
         if (last) {
             r->rel_cov = median(cov, UNMAPS);
             r->rel_reg = median(both, UNMAPS);
+            r->rel_warm = median(warm, UNMAPS);
             r->rel_unc = median(unc, UNMAPS);
         }
         break;
@@ -538,17 +548,18 @@ static void print_table(const result_t *our_res, const result_t *ucx_res)
         printf(" %5.0f %5.0f %5.0f\n", o->floor, o->bytes, u->bytes);
     }
     printf("release events (medians of %d samples: rel c/u the event on a covered/uncovered page, "
-           "rel c+reg the event and the next registration of the page, munmap c the whole munmap "
+           "rel c+reg the event and the next registration of the page, rel w the event on a page just hit, munmap c the whole munmap "
            "of a covered page, unmap+c/u what the hooks add to munmap)\n",
            UNMAPS);
-    printf("%8s %6s %6s %5s %9s %6s %5s %8s %6s %5s %5s %5s %7s %7s %7s %7s\n", "N", "rel c", "ucx",
-           "ratio", "rel c+reg", "ucx", "ratio", "munmap c", "ucx", "ratio", "rel u", "ucx",
+    printf("%8s %6s %6s %5s %9s %6s %5s %5s %5s %5s %8s %6s %5s %5s %5s %7s %7s %7s %7s\n", "N",
+           "rel c", "ucx", "ratio", "rel c+reg", "ucx", "ratio", "rel w", "ucx", "ratio", "munmap c", "ucx", "ratio", "rel u", "ucx",
            "unmap+c", "ucx", "unmap+u", "ucx");
     for (size_t k = 0; k < NN && our_res[k].valid; k++) {
         const result_t *o = &our_res[k], *u = ucx_res[k].valid ? &ucx_res[k] : &none;
         printf("%8zu", ns[k]);
         print_pair(o->rel_cov, u->rel_cov, " %6.0f");
         print_pair(o->rel_reg, u->rel_reg, " %9.0f");
+        print_pair(o->rel_warm, u->rel_warm, " %5.0f");
         print_pair(o->munmap_cov, u->munmap_cov, " %8.0f");
         printf(" %5.0f %5.0f %7.0f %7.0f %7.0f %7.0f\n", o->rel_unc, u->rel_unc, o->unmap_cov,
                u->unmap_cov, o->unmap_unc, u->unmap_unc);
