@@ -173,7 +173,7 @@ static void op_find(size_t i)
 }
 static void op_miss(size_t i) /* registers (and keeps cached) page i of 'missing' */
 {
-    drv->put(drv->get(missing + i * bench_page, bench_page));
+    drv->put(drv->get(bench_set_page(missing, MISSES, i), bench_page));
 }
 
 /*
@@ -260,7 +260,7 @@ static double fill_cache(void)
 {
     double t0 = bench_now_ns();
     for (size_t i = 0; i < ncached; i++) {
-        drv->put(drv->get(cached + i * bench_page, bench_page));
+        drv->put(drv->get(bench_set_page(cached, ncached, i), bench_page));
     }
     return (bench_now_ns() - t0) / ncached;
 }
@@ -271,10 +271,10 @@ static int setup(size_t n, result_t *r)
         return -1;
     }
     ncached = n;
-    cached = bench_map(ncached * bench_page);
+    cached = bench_map_set(ncached);
     nplain = n > UNMAPS ? n : UNMAPS;
-    plain = bench_map(nplain * bench_page);
-    missing = bench_map(MISSES * bench_page);
+    plain = bench_map_set(nplain);
+    missing = bench_map_set(MISSES);
     long rss0 = rss_bytes();
     double heap0 = held_bytes();
     r->fill = fill_cache();
@@ -306,7 +306,7 @@ static void run_step(const command_t *c, result_t *r)
     case STEP_MISS:
         keep_best(&r->miss, c->round, best_batch(op_miss, c->round * misses, misses));
         if (last) {
-            munmap(missing, MISSES * bench_page); /* drop them again: N stays N */
+            bench_unmap_set(missing, MISSES); /* drop them again: N stays N */
         }
         break;
     case STEP_UNMAP:
@@ -339,8 +339,8 @@ static void run_step(const command_t *c, result_t *r)
         }
         break;
     case STEP_TEARDOWN:
-        munmap(cached, ncached * bench_page);
-        munmap(plain, nplain * bench_page);
+        bench_unmap_set(cached, ncached);
+        bench_unmap_set(plain, nplain);
         drv->destroy();
         break;
     }
@@ -530,6 +530,9 @@ static void print_table(const result_t *our_res, const result_t *ucx_res)
 #ifdef BENCH_HAVE_UCX_HEADERS
     printf(", ucs_rcache %zu", bench_ucx_driver.sizeof_reg);
 #endif
+    if (bench_regions > 1) {
+        printf("; the pages in %u regions far apart (BENCH_RCACHE_REGIONS)", bench_regions);
+    }
     printf("\ncache (hit, miss, find: the best batch of %d; fill: a fresh cache filled, per "
            "registration, the best of %d; hit x2/x4: the best of %d rounds, per thread; floor: "
            "one dependent cold load)\n",
@@ -574,6 +577,17 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < BENCH_RND; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         bench_rnd[i] = (uint32_t) (x >> 16);
+    }
+    const char *regions = getenv("BENCH_RCACHE_REGIONS");
+    if (regions) {
+        char *end = NULL;
+        unsigned long r = strtoul(regions, &end, 10);
+        if (*end || r < 1 || r > 4096) {
+            fprintf(stderr, "rcache_bench: BENCH_RCACHE_REGIONS=%s: not a number of regions "
+                            "from 1 to 4096\n", regions);
+            return 2;
+        }
+        bench_regions = (unsigned) r;
     }
     if (argc > 1 && 0 == strcmp(argv[1], "--count")) {
         char *end = NULL;

@@ -44,7 +44,19 @@ extern bool bench_ucx_external_events;
 
 double bench_now_ns(void);
 unsigned char *bench_map(size_t len); /* anonymous, exits on failure */
-void *bench_cached_page(unsigned char *base, size_t n, size_t i); /* page rnd[i] % n of base */
+
+/*
+ * A set of n pages for the caches to register: one run (bench_regions 1, the
+ * default), or bench_regions runs of equal length, each at the start of its
+ * own stretch of address space (1 GiB, 16 MiB with 32-bit pointers): dense
+ * regions far apart, as a program with several buffers makes them.  The
+ * environment's BENCH_RCACHE_REGIONS sets it (rcache_bench's main).
+ */
+extern unsigned bench_regions;
+unsigned char *bench_map_set(size_t n);                    /* exits on failure */
+void bench_unmap_set(unsigned char *base, size_t n);
+void *bench_set_page(unsigned char *base, size_t n, size_t k); /* page k of the set */
+void *bench_cached_page(unsigned char *base, size_t n, size_t i); /* page rnd[i] % n of the set */
 
 /*
  * rcache_bench --count DRIVER N [--warm]: the callgrind mode; returns the exit

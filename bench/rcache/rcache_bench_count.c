@@ -77,13 +77,14 @@ static __attribute__((noinline)) void op_release_reg(void *p)
 }
 
 /*
- * One phase: op on page i of base (random among n, or the i-th when n is 0),
- * then 'after' (not collected) on the same page.
+ * One phase: op on a page of the set of n at base (a random one, or with
+ * in_order the i-th), then 'after' (not collected) on the same page.
  */
-static void count_phase(const char *name, unsigned char *base, size_t n, op_fn op, op_fn after)
+static void count_phase(const char *name, unsigned char *base, size_t n, bool in_order, op_fn op,
+                        op_fn after)
 {
     for (size_t i = 0; i < COUNT_WARM + COUNT_OPS; i++) {
-        void *p = n ? bench_cached_page(base, n, i * 7) : base + i * bench_page;
+        void *p = in_order ? bench_set_page(base, n, i) : bench_cached_page(base, n, i * 7);
         if (COUNT_WARM == i) {
             CALLGRIND_ZERO_STATS;
         }
@@ -123,31 +124,31 @@ int bench_count_main(const char *driver, size_t n, bool warm)
         fprintf(stderr, "rcache_bench --count: %s could not be created here\n", drv->name);
         return 1;
     }
-    unsigned char *cached = bench_map(n * bench_page);
-    unsigned char *plain = bench_map(COUNT_OPS * bench_page);
-    unsigned char *fresh = bench_map((COUNT_WARM + COUNT_OPS) * bench_page);
+    unsigned char *cached = bench_map_set(n);
+    unsigned char *plain = bench_map_set(COUNT_OPS);
+    unsigned char *fresh = bench_map_set(COUNT_WARM + COUNT_OPS);
     /* The fill: the N registrations of an empty cache, one after the other, collected. */
     CALLGRIND_START_INSTRUMENTATION;
     CALLGRIND_ZERO_STATS;
     for (size_t i = 0; i < n; i++) {
         CALLGRIND_TOGGLE_COLLECT;
-        op_hit(cached + i * bench_page);
+        op_hit(bench_set_page(cached, n, i));
         CALLGRIND_TOGGLE_COLLECT;
     }
     CALLGRIND_DUMP_STATS_AT("fill");
     for (size_t i = 0; warm && i < n; i++) {
-        op_hit(cached + i * bench_page);
+        op_hit(bench_set_page(cached, n, i));
     }
-    count_phase("loop", cached, n, op_none, NULL);
-    count_phase("hit", cached, n, op_hit, NULL);
-    count_phase("get", cached, n, op_get, op_put_last);
+    count_phase("loop", cached, n, false, op_none, NULL);
+    count_phase("hit", cached, n, false, op_hit, NULL);
+    count_phase("get", cached, n, false, op_get, op_put_last);
     if (drv->find) {
-        count_phase("find", cached, n, op_find, NULL);
+        count_phase("find", cached, n, false, op_find, NULL);
     }
-    count_phase("rel u", plain, COUNT_OPS, op_release, NULL);
-    count_phase("rel c", cached, n, op_release, op_hit);
-    count_phase("rel c+reg", cached, n, op_release_reg, NULL);
-    count_phase("miss", fresh, 0, op_hit, NULL); /* last: it grows the cache */
+    count_phase("rel u", plain, COUNT_OPS, false, op_release, NULL);
+    count_phase("rel c", cached, n, false, op_release, op_hit);
+    count_phase("rel c+reg", cached, n, false, op_release_reg, NULL);
+    count_phase("miss", fresh, COUNT_WARM + COUNT_OPS, true, op_hit, NULL); /* last: it grows the cache */
     CALLGRIND_STOP_INSTRUMENTATION;
     printf("%s N=%zu ops=%d\n", drv->name, n, COUNT_OPS);
     drv->destroy();

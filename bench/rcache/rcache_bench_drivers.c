@@ -40,9 +40,59 @@ unsigned char *bench_map(size_t len)
     return p;
 }
 
+unsigned bench_regions = 1;
+
+/* Pages per region of a set of n, and the distance between two regions. */
+static size_t set_run(size_t n)
+{
+    return (n + bench_regions - 1) / bench_regions;
+}
+static size_t set_stride(size_t n)
+{
+    const size_t apart = sizeof(void *) > 4 ? (size_t) 1 << 30 : (size_t) 1 << 24;
+    return (set_run(n) * bench_page + apart - 1) / apart * apart;
+}
+
+unsigned char *bench_map_set(size_t n)
+{
+    if (bench_regions <= 1) {
+        return bench_map(n * bench_page);
+    }
+    /* The whole stretch reserved, then each region's run mapped into it. */
+    unsigned char *base = mmap(NULL, bench_regions * set_stride(n), PROT_NONE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (MAP_FAILED == base) {
+        perror("mmap");
+        exit(1);
+    }
+    for (size_t k = 0; k < n; k += set_run(n)) {
+        size_t pages = n - k < set_run(n) ? n - k : set_run(n);
+        if (MAP_FAILED == mmap(bench_set_page(base, n, k), pages * bench_page,
+                               PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0)) {
+            perror("mmap");
+            exit(1);
+        }
+    }
+    return base;
+}
+
+void bench_unmap_set(unsigned char *base, size_t n)
+{
+    munmap(base, bench_regions <= 1 ? n * bench_page : bench_regions * set_stride(n));
+}
+
+void *bench_set_page(unsigned char *base, size_t n, size_t k)
+{
+    if (bench_regions <= 1) {
+        return base + k * bench_page;
+    }
+    return base + k / set_run(n) * set_stride(n) + k % set_run(n) * bench_page;
+}
+
 void *bench_cached_page(unsigned char *base, size_t n, size_t i)
 {
-    return base + (bench_rnd[i % BENCH_RND] % n) * bench_page;
+    return bench_set_page(base, n, bench_rnd[i % BENCH_RND] % n);
 }
 
 /* ---- grdma ---- */
