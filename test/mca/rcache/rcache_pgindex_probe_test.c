@@ -24,13 +24,15 @@
 
 /*
  * Lines per hit on average, for any pattern at any fill, and lines read by
- * any one probe, found or not.  The hashing of this tree (Fibonacci, see
- * mca_rcache_base_pgindex_home) reads at most 2.5 lines per hit on average
- * (dense regions far apart, at load 3/4; 1.0-1.1 for pages in order, every
- * 16th page or 1 GiB apart, 1.2-1.6 at 2 MiB and 1 MiB strides and for
- * random pages) and up to 46 lines in one probe
- * (random pages at load 3/4: open addressing clusters): the bounds leave
- * room above that and catch a hashing that lines patterns up.
+ * any one probe, found or not.  The hashing of this tree (Fibonacci, two
+ * blocks to a group, see mca_rcache_base_pgindex_home) reads at most 1.7
+ * lines per hit on average (dense regions far apart, at load 3/4; 1.0-1.1
+ * for pages in order and 2 MiB apart, 1.1-1.3 every 16th page, 1 MiB or
+ * 1 GiB apart, for mixed spans and random pages) and up to 33 lines in one
+ * probe (an absent page among mixed spans or random pages at load 3/4:
+ * open addressing clusters; 46 with four blocks to a group, and 2.5 lines
+ * per hit for dense regions).  The
+ * bounds leave room above that and catch a hashing that lines patterns up.
  */
 #define MEAN_BOUND 3.0
 #define MAX_BOUND 64

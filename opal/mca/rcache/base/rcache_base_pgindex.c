@@ -35,15 +35,15 @@ typedef mca_rcache_base_pgindex_table_t table_t;
  * random line, and from about 1e5 ranges on the table is out of the
  * caches: a program registering pages one after the other would wait for
  * one line from memory per group.  So an insert of a group's first block
- * fetches the line of the group AHEAD_GROUPS further on, a few
+ * fetches the line of the group eight blocks further on (AHEAD_GROUPS), a few
  * registrations before its lookup needs it (a useless fetch when the
  * program does not register that group: one line per insert at most).  A
  * rehash reads the old table in order and writes the new one nearly in
  * order (the new home's top bits extend the old's), one new line per
- * group, each a miss: it fetches the new line of the group AHEAD_LINES
- * old lines further on.
+ * group, each a miss: it fetches the new line of the group at the same
+ * place AHEAD_LINES old lines further on.
  */
-#define AHEAD_GROUPS 2
+#define AHEAD_GROUPS (8 / GROUP)
 #define AHEAD_LINES 16
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -51,6 +51,7 @@ typedef mca_rcache_base_pgindex_table_t table_t;
 
 #define SLOT_SHIFT MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT
 #define SLOTS MCA_RCACHE_BASE_PGINDEX_SLOTS
+#define GROUP (1u << MCA_RCACHE_BASE_PGINDEX_GROUP_SHIFT)
 #define OVERFLOW MCA_RCACHE_BASE_PGINDEX_OVERFLOW
 #define class_of mca_rcache_base_pgindex_class
 #define key_of mca_rcache_base_pgindex_key
@@ -211,8 +212,8 @@ void mca_rcache_base_pgindex_insert(pgindex_t *idx, void *item, uintptr_t first,
     table_t *t = idx->table;
     write_begin(idx);
     place(t, key_of(s, first >> s), item);
-    if (0 == ((first >> s) & (SLOTS - 1))) {
-        uintptr_t ahead = key_of(s, (first >> s) + AHEAD_GROUPS * SLOTS);
+    if (0 == ((first >> s) & (GROUP - 1))) {
+        uintptr_t ahead = key_of(s, (first >> s) + AHEAD_GROUPS * GROUP);
         __builtin_prefetch(&t->entry[mca_rcache_base_pgindex_home(t, ahead) * SLOTS], 1);
     }
     idx->class_count[s]++;
@@ -279,7 +280,7 @@ mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_rehash(pgindex_t *idx, 
     /* Only the old table is read, line after line. */
     const size_t end = (size_t) SLOTS << old->bits;
     for (size_t i = 0; i < end; i++) {
-        if (0 == (i & (SLOTS - 1)) && i + AHEAD_LINES * SLOTS < end) {
+        if (0 == (i & (GROUP - 1)) && i + AHEAD_LINES * SLOTS < end) {
             const entry_t *ahead = &old->entry[i + AHEAD_LINES * SLOTS];
             if (ahead->item) {
                 size_t line = mca_rcache_base_pgindex_home(t, ahead->key & ~OVERFLOW);

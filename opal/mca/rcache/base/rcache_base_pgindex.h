@@ -59,6 +59,15 @@ typedef struct mca_rcache_base_pgindex_entry_t {
 /* Entries per 64-byte line (4, or 8 with 32-bit pointers): a bucket. */
 #define MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT (sizeof(void *) > 4 ? 2 : 3)
 #define MCA_RCACHE_BASE_PGINDEX_SLOTS (1u << MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT)
+/*
+ * Consecutive blocks of a class hashed together, a group: half a line.  A
+ * group of a whole line makes a dense run fill its lines whole, so another
+ * run's group sent to one of them moves on to the next line, and a hit
+ * there reads two or more (linear probing with one group per line: 2.5
+ * lines per hit at load 3/4 for dense regions far apart, against 1.6 with
+ * half a line; rcache_pgindex_probe_test, bench/rcache/README.md).
+ */
+#define MCA_RCACHE_BASE_PGINDEX_GROUP_SHIFT (MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT - 1)
 #define MCA_RCACHE_BASE_PGINDEX_OVERFLOW ((uintptr_t) 1)
 
 /*
@@ -159,16 +168,17 @@ static inline void mca_rcache_base_pgindex_range(const mca_rcache_base_pgindex_t
 }
 
 /*
- * A key's home: SLOTS consecutive blocks of a class share one line (a
+ * A key's home: the consecutive blocks of a group share one line (a
  * program registers neighbouring pages one after the other: they then meet
- * a line already in the cache, and a line holds a run of them).  The
- * groups are spread over the table by Fibonacci hashing of the group's
- * number with the class rotated into its top bits.
+ * a line already in the cache, and a line holds a run of them), with half
+ * of its slots free for another group.  The groups are spread over the
+ * table by Fibonacci hashing of the group's number with the class rotated
+ * into its top bits.
  */
 static inline size_t mca_rcache_base_pgindex_home(const mca_rcache_base_pgindex_table_t *t,
                                                   uintptr_t key)
 {
-    const unsigned shift = 7 + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT;
+    const unsigned shift = 7 + MCA_RCACHE_BASE_PGINDEX_GROUP_SHIFT;
     uint64_t h = ((uint64_t) (key >> shift) ^ (uint64_t) (key >> 1 & 63) << 58)
                  * 0x9e3779b97f4a7c15ull;
     return (size_t) (h >> (64 - t->bits));
