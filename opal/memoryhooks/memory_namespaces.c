@@ -67,9 +67,10 @@ static const struct link_map *libc_of(const struct r_debug_extended *ns)
     return NULL;
 }
 
+/* Past the patcher's watch: a dlsym through our hooks would give our intercepts. */
 static uintptr_t lookup_in_copy(const char *name, void *handle)
 {
-    return (uintptr_t) dlsym(handle, name);
+    return (uintptr_t) loader.dlsym(handle, name);
 }
 
 /* Patch the copy at map with a free copy variant: the variant, or NULL. */

@@ -58,9 +58,9 @@ void mca_patcher_base_loader_changed(void);
  * now on each dlopen, dlmopen and dlclose ends in
  * mca_patcher_base_loader_changed(), whether the module watches with GOT
  * slots or with jumps in libc's code.  *unwatched (base_dl.h) receives the
- * dlmopen and dlclose for the caller's own lookups, which are not reported.
- * OPAL_ERR_NOT_SUPPORTED when the module cannot watch (the module said why
- * when it tried).
+ * dlmopen, dlclose and dlsym for the caller's own lookups, which are not
+ * reported.  An OPAL error when the module cannot watch (NOT_SUPPORTED:
+ * it has no watch; otherwise the module said why when it tried).
  */
 struct mca_patcher_base_loader_t;
 int mca_patcher_base_watch_loader(struct mca_patcher_base_loader_t *unwatched);

@@ -17,10 +17,15 @@ typedef void *(*mca_patcher_base_dlmopen_fn_t)(Lmid_t, const char *, int);
 typedef void *(*mca_patcher_base_dlsym_fn_t)(void *, const char *);
 typedef void *(*mca_patcher_base_dlvsym_fn_t)(void *, const char *, const char *);
 
-/* The loader's dlmopen and dlclose past a module's watch (patch_watch_loader). */
+/*
+ * The loader's dlmopen, dlclose and dlsym past a module's watch
+ * (patch_watch_loader): what they open or close is not reported, and the
+ * dlsym gives definitions, never an intercept in their place.
+ */
 typedef struct mca_patcher_base_loader_t {
     mca_patcher_base_dlmopen_fn_t dlmopen;
     int (*dlclose)(void *);
+    mca_patcher_base_dlsym_fn_t dlsym;
 } mca_patcher_base_loader_t;
 
 /*

@@ -42,9 +42,9 @@ extern mca_patcher_base_module_t mca_patcher_linux_module;
 typedef struct mca_patcher_linux_hook_t {
     char symbol[MCA_PATCHER_LINUX_MAX_SYMBOL];
     uintptr_t value;        /* the intercept */
-    uintptr_t chain;        /* what the intercept calls: what calls reached before */
-    /* Definitions that redirected slots reached before (chain first): dlsym
-     * results equal to one of them are replaced by the intercept. */
+    /* Definitions that redirected slots reached before: dlsym results equal
+     * to one of them are replaced by the intercept.  defs[0] is the chain,
+     * what the intercept calls (set with the hook, never cleared). */
     uintptr_t defs[MCA_PATCHER_LINUX_MAX_DEFS];
     int ndefs;
     /* The function keeps state per copy of its library (the allocator): a
@@ -84,6 +84,12 @@ const char *mca_patcher_linux_loader_symbol(int fn);
  */
 uintptr_t mca_patcher_linux_loader_real(int fn);
 void mca_patcher_linux_loader_set_real(int fn, uintptr_t real);
+/*
+ * The loader's own fn where it is known (loader_find_own), else what our
+ * intercept chains to: for calls past our watch that must not run another
+ * hooker's work either (0: not known yet).
+ */
+uintptr_t mca_patcher_linux_loader_own(int fn);
 
 /*
  * Note the loader's own definitions (not what slots reach) of the dl
@@ -176,10 +182,14 @@ uintptr_t mca_patcher_linux_definition_in(const char *symbol, uintptr_t intercep
 
 /*
  * The loader is followed (our dl intercepts are in place) from now on,
- * adds being the objects added so far (dl_phdr_info's dlpi_adds); or no
- * longer (unfollow: no lock taken, for a restore function).
+ * counts being the loader's counts read before they went in; or no longer
+ * (unfollow: no lock taken, for a restore function).
  */
-void mca_patcher_linux_follow(unsigned long long adds);
+typedef struct {
+    unsigned long long adds, subs; /* objects added and removed so far (dl_phdr_info) */
+} mca_patcher_linux_counts_t;
+mca_patcher_linux_counts_t mca_patcher_linux_loader_counts(void);
+void mca_patcher_linux_follow(mca_patcher_linux_counts_t counts);
 void mca_patcher_linux_unfollow(void);
 bool mca_patcher_linux_following(void);
 
@@ -189,8 +199,8 @@ bool mca_patcher_linux_following(void);
  */
 void mca_patcher_linux_take_back(void);
 
-/* Forget the records and definitions of what was unloaded (lock held). */
-void mca_patcher_linux_drop_unloaded(void);
+/* After a dlclose, lock held: forget the records and definitions of what was unloaded. */
+void mca_patcher_linux_after_close(void);
 
 /* --- dl: the watchers --- */
 

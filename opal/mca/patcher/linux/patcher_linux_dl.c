@@ -34,16 +34,6 @@ typedef int (*dlclose_fn_t)(void *);
 static bool watched;
 /* Set by a restore that left a dl intercept of ours in another hooker's hands. */
 static bool captured;
-/* dl_iterate_phdr's count of removed objects when the unloaded were last pruned. */
-static unsigned long long seen_subs;
-
-static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    unsigned long long *c = arg;
-    c[0] = info->dlpi_adds;
-    c[1] = info->dlpi_subs;
-    return 1;
-}
 
 /* Our intercept of each dl function (below the intercepts). */
 static const uintptr_t watchers[MCA_PATCHER_LINUX_DL_COUNT];
@@ -108,18 +98,13 @@ static void *linux_dlmopen(Lmid_t lmid, const char *file, int mode)
 
 static int linux_dlclose(void *handle)
 {
-    unsigned long long c[2] = {0, 0};
     const dlclose_fn_t real = (dlclose_fn_t) chain_for(MCA_PATCHER_LINUX_DLCLOSE,
                                                        __builtin_return_address(0));
     /* Held across the real dlclose: nothing may record a slot of an object
      * that is being unloaded before we prune. */
     mca_patcher_linux_lock();
     int rc = real(handle);
-    dl_iterate_phdr(read_counters, c);
-    if (c[1] != seen_subs && mca_patcher_linux_following()) {
-        mca_patcher_linux_drop_unloaded();
-        seen_subs = c[1];
-    }
+    mca_patcher_linux_after_close();
     mca_patcher_linux_unlock();
     mca_patcher_base_loader_changed();
     return rc;
@@ -195,8 +180,7 @@ int mca_patcher_linux_dl_install(void)
     if (mca_patcher_linux_following()) {
         return OPAL_SUCCESS;
     }
-    unsigned long long c[2] = {0, 0};
-    dl_iterate_phdr(read_counters, c);
+    const mca_patcher_linux_counts_t counts = mca_patcher_linux_loader_counts();
     /* The real functions first: finding a lazily bound slot's definition
      * in another namespace opens its object (mca_patcher_linux_dlsym_in). */
     for (int i = 0; i < MCA_PATCHER_LINUX_DL_COUNT; i++) {
@@ -220,20 +204,21 @@ int mca_patcher_linux_dl_install(void)
         }
         mca_patcher_linux_loader_set_real(i, chain);
     }
-    seen_subs = c[1];
-    mca_patcher_linux_follow(c[0]);
+    mca_patcher_linux_follow(counts);
     return OPAL_SUCCESS;
 }
 
 int mca_patcher_linux_dl_unwatched(mca_patcher_base_loader_t *unwatched)
 {
-    const uintptr_t dlmopen_real = mca_patcher_linux_loader_real(MCA_PATCHER_LINUX_DLMOPEN);
-    const uintptr_t dlclose_real = mca_patcher_linux_loader_real(MCA_PATCHER_LINUX_DLCLOSE);
-    if (0 == dlmopen_real || 0 == dlclose_real) {
+    const uintptr_t dlmopen_own = mca_patcher_linux_loader_own(MCA_PATCHER_LINUX_DLMOPEN);
+    const uintptr_t dlclose_own = mca_patcher_linux_loader_own(MCA_PATCHER_LINUX_DLCLOSE);
+    const uintptr_t dlsym_own = mca_patcher_linux_loader_own(MCA_PATCHER_LINUX_DLSYM);
+    if (0 == dlmopen_own || 0 == dlclose_own || 0 == dlsym_own) {
         return OPAL_ERR_NOT_FOUND;
     }
-    unwatched->dlmopen = (dlmopen_fn_t) dlmopen_real;
-    unwatched->dlclose = (dlclose_fn_t) dlclose_real;
+    unwatched->dlmopen = (dlmopen_fn_t) dlmopen_own;
+    unwatched->dlclose = (dlclose_fn_t) dlclose_own;
+    unwatched->dlsym = (dlsym_fn_t) dlsym_own;
     return OPAL_SUCCESS;
 }
 
@@ -252,5 +237,4 @@ void mca_patcher_linux_dl_forget(void)
     }
     watched = false;
     mca_patcher_linux_unfollow();
-    seen_subs = 0;
 }

@@ -505,7 +505,7 @@ static void hook_note_definition(mca_patcher_linux_hook_t *hook, uintptr_t def)
             return;
         }
     }
-    /* A place cleared by an unload first (mca_patcher_linux_drop_unloaded). */
+    /* A place cleared by an unload first (mca_patcher_linux_after_close). */
     for (int i = 1; i < hook->ndefs; i++) {
         if (0 == hook->defs[i]) {
             __atomic_store_n(&hook->defs[i], def, __ATOMIC_RELEASE);
@@ -557,7 +557,7 @@ static bool known_definition(const mca_patcher_linux_hook_t *hook, uintptr_t def
             return true;
         }
     }
-    return def == hook->chain;
+    return false;
 }
 
 /*
@@ -651,12 +651,12 @@ static int patch_slot(const got_scan_t *scan, const got_table_t *table, const go
     if (0 == hook->only_def && claimed(table, hook, def)) {
         return OPAL_SUCCESS; /* a redirection of this very definition patches it */
     }
-    if (def != hook->chain && hook->per_copy_state) {
+    if (def != hook->defs[0] && hook->per_copy_state) {
         opal_output_verbose(VERBOSE, 10,
                             "patcher linux: leaving %s's slot at %p in %s alone: it reaches "
                             "another copy of the function (%p, not %p)",
                             hook->symbol, (void *) slot->addr, scan->objects[slot->object].how,
-                            (void *) def, (void *) hook->chain);
+                            (void *) def, (void *) hook->defs[0]);
         return OPAL_SUCCESS;
     }
     mca_patcher_base_patch_t *patch = mca_patcher_base_patch_new();
@@ -666,7 +666,7 @@ static int patch_slot(const got_scan_t *scan, const got_table_t *table, const go
     patch->patch_symbol = hook->symbol;
     patch->patch_value = hook->value;
     patch->patch_orig = slot->addr;
-    patch->patch_chain = hook->chain;
+    patch->patch_chain = hook->defs[0];
     memcpy(patch->patch_orig_data, &value, sizeof(value));
     memcpy(patch->patch_data, &hook->value, sizeof(hook->value));
     patch->patch_data_size = sizeof(uintptr_t);

@@ -43,7 +43,7 @@ static uintptr_t reals[MCA_PATCHER_LINUX_DL_COUNT];
 static uintptr_t own[MCA_PATCHER_LINUX_DL_COUNT];
 
 #define REAL(name, index)   ((name##_fn_t) reals[index])
-#define LOADER(name, index) ((name##_fn_t)(own[index] ? own[index] : reals[index]))
+#define LOADER(name, index) ((name##_fn_t) mca_patcher_linux_loader_own(index))
 
 const char *mca_patcher_linux_loader_symbol(int fn)
 {
@@ -53,6 +53,11 @@ const char *mca_patcher_linux_loader_symbol(int fn)
 uintptr_t mca_patcher_linux_loader_real(int fn)
 {
     return __atomic_load_n(&reals[fn], __ATOMIC_ACQUIRE);
+}
+
+uintptr_t mca_patcher_linux_loader_own(int fn)
+{
+    return own[fn] ? own[fn] : mca_patcher_linux_loader_real(fn);
 }
 
 void mca_patcher_linux_loader_set_real(int fn, uintptr_t real)

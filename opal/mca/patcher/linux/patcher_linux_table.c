@@ -26,10 +26,11 @@ static int nhooks;
 /* Threads in map_definition and definition_in, reading the entries below
  * nhooks without the lock. */
 static int mapping;
-/* The loader is followed (our dl intercepts are in place); the objects
- * added when the table was last given to them. */
+/* The loader is followed (our dl intercepts are in place); the loader's
+ * counts of objects added and removed (mca_patcher_linux_loader_counts)
+ * when the table was last given to the added and taken from the removed. */
 static bool following;
-static unsigned long long seen_adds;
+static mca_patcher_linux_counts_t seen;
 
 void mca_patcher_linux_lock(void)
 {
@@ -106,7 +107,6 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
     hook->per_copy_state = has_per_copy_state(symbol);
     hook->only_def = only_def;
     hook->restore = restore;
-    __atomic_store_n(&hook->chain, chain, __ATOMIC_RELEASE);
     __atomic_store_n(&hook->retired, false, __ATOMIC_RELEASE);
     const bool added = h == nhooks;
     if (added) {
@@ -201,9 +201,25 @@ void mca_patcher_linux_table_clear(void)
     memset(hooks, 0, sizeof(hooks));
 }
 
-void mca_patcher_linux_follow(unsigned long long adds)
+static int read_counts(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    seen_adds = adds;
+    mca_patcher_linux_counts_t *c = arg;
+    (void) size;
+    c->adds = info->dlpi_adds;
+    c->subs = info->dlpi_subs;
+    return 1;
+}
+
+mca_patcher_linux_counts_t mca_patcher_linux_loader_counts(void)
+{
+    mca_patcher_linux_counts_t c = {0, 0};
+    dl_iterate_phdr(read_counts, &c);
+    return c;
+}
+
+void mca_patcher_linux_follow(mca_patcher_linux_counts_t counts)
+{
+    seen = counts;
     __atomic_store_n(&following, true, __ATOMIC_RELAXED);
 }
 
@@ -217,12 +233,6 @@ bool mca_patcher_linux_following(void)
     return __atomic_load_n(&following, __ATOMIC_RELAXED);
 }
 
-static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    *(unsigned long long *) arg = info->dlpi_adds;
-    return 1;
-}
-
 /*
  * After a successful open: give the redirections to the new objects, and
  * take back the slots that the dlopen we chain to may have reset (UCX's
@@ -232,24 +242,24 @@ static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
  */
 void mca_patcher_linux_take_back(void)
 {
-    unsigned long long adds = 0;
     pthread_mutex_lock(&lock);
     if (mca_patcher_linux_following()) {
-        dl_iterate_phdr(read_adds, &adds);
+        const unsigned long long adds = mca_patcher_linux_loader_counts().adds;
         /* Only another hooker's dlopen behind ours can have reset slots. */
-        int rc = adds != seen_adds || mca_patcher_linux_loader_foreign_dlopen()
+        int rc = adds != seen.adds || mca_patcher_linux_loader_foreign_dlopen()
                      ? mca_patcher_linux_got_patch(hooks, nhooks, 0, nhooks)
                      : OPAL_SUCCESS;
         if (OPAL_SUCCESS != rc) {
             opal_output("patcher linux: could not patch the objects just loaded: %s",
                         opal_strerror(rc));
         }
-        seen_adds = adds;
+        seen.adds = adds;
     }
     pthread_mutex_unlock(&lock);
 }
 
-void mca_patcher_linux_drop_unloaded(void)
+/* Forget the records and definitions of what was unloaded (lock held). */
+static void drop_unloaded(void)
 {
     mca_patcher_linux_got_drop_unloaded();
     /* Definitions in unloaded objects: their addresses may hold another
@@ -264,5 +274,14 @@ void mca_patcher_linux_drop_unloaded(void)
                 __atomic_store_n(&hook->defs[d], 0, __ATOMIC_RELEASE);
             }
         }
+    }
+}
+
+void mca_patcher_linux_after_close(void)
+{
+    const unsigned long long subs = mca_patcher_linux_loader_counts().subs;
+    if (subs != seen.subs && mca_patcher_linux_following()) {
+        drop_unloaded();
+        seen.subs = subs;
     }
 }

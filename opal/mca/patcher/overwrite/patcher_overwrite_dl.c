@@ -66,8 +66,16 @@ static int watch_dlclose(void *handle)
     return rc;
 }
 
+static bool is_watch_patch(mca_patcher_base_patch_t *patch, void *arg)
+{
+    (void) arg;
+    return patch->patch_value == (uintptr_t) watch_dlopen ||
+           patch->patch_value == (uintptr_t) watch_dlmopen ||
+           patch->patch_value == (uintptr_t) watch_dlclose;
+}
+
 /* Patch libc's own definitions: another hooker's may sit in front (its GOT
- * redirections reach ours through them). */
+ * redirections reach ours through them).  All three or none. */
 static int watch(mca_patcher_overwrite_patch_fn_t patch)
 {
     static const char *const names[] = {"dlopen", "dlmopen", "dlclose"};
@@ -75,6 +83,7 @@ static int watch(mca_patcher_overwrite_patch_fn_t patch)
                                  (uintptr_t) watch_dlclose};
     uintptr_t *chains[] = {(uintptr_t *) &chain.dlopen, (uintptr_t *) &chain.dlmopen,
                            (uintptr_t *) &chain.dlclose};
+    uintptr_t defs[3];
     void *libc = NULL != dlopen && NULL != dlsym ? dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD) : NULL;
     if (NULL == libc) {
         opal_output("patcher overwrite: cannot watch the loader: %s is not loaded here", LIBC_SO);
@@ -82,16 +91,22 @@ static int watch(mca_patcher_overwrite_patch_fn_t patch)
     }
     int rc = OPAL_SUCCESS;
     for (int i = 0; i < 3 && OPAL_SUCCESS == rc; i++) {
-        uintptr_t def = (uintptr_t) dlsym(libc, names[i]);
-        watched = true;
-        /* patch says why it declined. */
-        rc = 0 == def ? OPAL_ERR_NOT_FOUND : patch(names[i], def, entries[i], chains[i]);
-        if (0 == def) {
+        defs[i] = (uintptr_t) dlsym(libc, names[i]);
+        if (0 == defs[i]) {
             opal_output("patcher overwrite: cannot watch the loader: %s has no %s", LIBC_SO,
                         names[i]);
+            rc = OPAL_ERR_NOT_FOUND;
         }
     }
     dlclose(libc);
+    for (int i = 0; i < 3 && OPAL_SUCCESS == rc; i++) {
+        watched = true;
+        rc = patch(names[i], defs[i], entries[i], chains[i]); /* says why it declined */
+    }
+    if (OPAL_SUCCESS != rc && watched) {
+        /* A watch with a gap would report some calls and not others. */
+        mca_patcher_base_restore_patches(opal_patcher, is_watch_patch, NULL);
+    }
     return rc;
 }
 
@@ -107,6 +122,7 @@ int mca_patcher_overwrite_dl_watch(mca_patcher_overwrite_patch_fn_t patch,
     }
     unwatched->dlmopen = chain.dlmopen;
     unwatched->dlclose = chain.dlclose;
+    unwatched->dlsym = dlsym; /* not patched here: it gives definitions */
     return OPAL_SUCCESS;
 }
 

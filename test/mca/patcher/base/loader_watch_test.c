@@ -49,19 +49,26 @@ static void check_component(const char *component)
         return;
     }
     mca_patcher_base_set_loader_callback(loader_changed);
-    mca_patcher_base_loader_t unwatched = {NULL, NULL}, again = {NULL, NULL};
+    mca_patcher_base_loader_t unwatched = {NULL, NULL, NULL}, again = {NULL, NULL, NULL};
     int rc = mca_patcher_base_watch_loader(&unwatched);
     CHECK_MSG(OPAL_SUCCESS == rc, "%s: watch_loader: %d", component, rc);
-    CHECK_MSG(NULL != unwatched.dlmopen && NULL != unwatched.dlclose,
-              "%s: no unwatched dlmopen/dlclose handed out", component);
+    CHECK_MSG(NULL != unwatched.dlmopen && NULL != unwatched.dlclose && NULL != unwatched.dlsym,
+              "%s: no unwatched dlmopen/dlclose/dlsym handed out", component);
     open_and_close(component, "watched");
 
     /* Our own lookups: opening a loaded object again, closing it. */
-    if (NULL != unwatched.dlmopen && NULL != unwatched.dlclose) {
+    if (NULL != unwatched.dlmopen && NULL != unwatched.dlclose && NULL != unwatched.dlsym) {
         const int before = reported;
         void *handle = unwatched.dlmopen(LM_ID_BASE, LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
         CHECK_MSG(NULL != handle, "%s: the unwatched dlmopen(%s) failed", component, LIBC_SO);
         if (NULL != handle) {
+            /* A definition, not the watch's intercept that a hooked dlsym gives for dlopen. */
+            Dl_info info = {0};
+            void *def = unwatched.dlsym(handle, "dlopen");
+            CHECK_MSG(NULL != def && 0 != dladdr(def, &info) && NULL != info.dli_fname &&
+                          NULL != strstr(info.dli_fname, LIBC_SO),
+                      "%s: the unwatched dlsym gave dlopen at %p in %s, not in %s", component,
+                      def, info.dli_fname ? info.dli_fname : "nothing", LIBC_SO);
             unwatched.dlclose(handle);
         }
         CHECK_MSG(reported == before, "%s: the unwatched dlmopen/dlclose were reported (%d)",
@@ -70,7 +77,7 @@ static void check_component(const char *component)
 
     rc = mca_patcher_base_watch_loader(&again);
     CHECK_MSG(OPAL_SUCCESS == rc && again.dlmopen == unwatched.dlmopen &&
-                  again.dlclose == unwatched.dlclose,
+                  again.dlclose == unwatched.dlclose && again.dlsym == unwatched.dlsym,
               "%s: a second watch differs (%d)", component, rc);
     open_and_close(component, "watched twice");
 
