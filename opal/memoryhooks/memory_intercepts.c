@@ -632,9 +632,6 @@ void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, opal_mem_varian
     } else {
         mca_patcher_base_restore_patches(patcher, patch_of_variant, variant);
     }
-    for (size_t i = 0; i < NUM_TARGETS; i++) {
-        variant->patched[i] = 0;
-    }
 }
 
 static int patch_by_symbol(mca_patcher_base_module_t *patcher, const intercept_target_t *t)

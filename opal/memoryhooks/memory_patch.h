@@ -64,7 +64,8 @@ int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, opal_mem_variant_t
                               uintptr_t (*lookup)(const char *name, void *arg), void *arg);
 /* Whether every jump written into the copy is still there (the copy is mapped). */
 bool opal_mem_hooks_copy_intact(const opal_mem_variant_t *variant);
-/* Undo the copy's patches, or with unloaded, drop them without writing. */
+/* Undo the copy's patches, or with unloaded, drop them without writing; the
+ * caller then gives the variant back (opal_mem_variant_put_copy). */
 void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant,
                                  bool unloaded);
 

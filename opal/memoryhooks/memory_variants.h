@@ -35,9 +35,6 @@
 
 #include "opal/memoryhooks/memory_registry.h"
 
-#ifndef OPAL_MEM_HOOKS_NUM_VARIANTS
-#    define OPAL_MEM_HOOKS_NUM_VARIANTS 17
-#endif
 #if OPAL_MEM_HOOKS_NUM_VARIANTS < 2 || OPAL_MEM_HOOKS_NUM_VARIANTS > 17
 #    error "OPAL_MEM_HOOKS_NUM_VARIANTS must be 2 .. 17"
 #endif
