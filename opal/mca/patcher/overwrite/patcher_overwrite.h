@@ -14,6 +14,8 @@
  *                                  code write (patcher_overwrite_<arch>*.c)
  *   patcher_overwrite_threads.c,   what the code writes share: asking
  *   _stopped_write.c               the other threads, holding them
+ *   patcher_overwrite_relocate.c   what the relocations share: declines
+ *                                  that name an instruction
  */
 #ifndef MCA_PATCHER_OVERWRITE_H
 #define MCA_PATCHER_OVERWRITE_H

@@ -129,13 +129,6 @@ static bool is_landing_pad(uint32_t insn)
     return (is_bti(insn) && insn != 0xd503241fu) || insn == PACIASP || insn == PACIBSP;
 }
 
-static uint32_t word_at(uintptr_t addr)
-{
-    uint32_t w;
-    memcpy(&w, (const void *) addr, sizeof(w));
-    return w;
-}
-
 /* Whether the word at addr can be read (a far branch's target, the word before a page). */
 static bool readable(uintptr_t addr)
 {
@@ -147,10 +140,10 @@ static bool readable(uintptr_t addr)
 static size_t aarch64_patch_offset(uintptr_t func)
 {
     size_t off = 0;
-    if (is_bti(word_at(func))) {
+    if (is_bti(mca_patcher_overwrite_word(func))) {
         off += INSN_SIZE;
     }
-    uint32_t insn = word_at(func + off);
+    uint32_t insn = mca_patcher_overwrite_word(func + off);
     if (insn == PACIASP || insn == PACIBSP) {
         off += INSN_SIZE;
     }
@@ -164,7 +157,7 @@ static uint32_t signed_before(uintptr_t at)
     if (0 == (at & ((uintptr_t) sysconf(_SC_PAGESIZE) - 1)) && !readable(at - INSN_SIZE)) {
         return 0;
     }
-    uint32_t insn = word_at(at - INSN_SIZE);
+    uint32_t insn = mca_patcher_overwrite_word(at - INSN_SIZE);
     return insn == PACIASP || insn == PACIBSP ? insn : 0;
 }
 
@@ -256,7 +249,7 @@ static unsigned jump_words(uintptr_t from, uintptr_t target)
     if (b_reaches(from, target)) {
         return 1;
     }
-    return readable(target) && is_landing_pad(word_at(target)) ? 2 : 0;
+    return readable(target) && is_landing_pad(mca_patcher_overwrite_word(target)) ? 2 : 0;
 }
 
 /* Jump to target: b, or through x16 (jump_words said which, non-zero). */
@@ -273,7 +266,7 @@ static void emit_jump(tramp_t *t, uintptr_t target)
 /* The signed value of a 'bits'-wide field, times 'scale'. */
 static intptr_t field(uint64_t v, unsigned bits, intptr_t scale)
 {
-    return ((int64_t) (v << (64 - bits)) >> (64 - bits)) * scale;
+    return (intptr_t) mca_patcher_overwrite_sext(v, bits) * scale;
 }
 
 /* The decoded instruction's class, for relocation or a decline. */
@@ -461,7 +454,7 @@ static int aarch64_relocate(uintptr_t code, unsigned char *buf, uintptr_t tramp_
         emit(&t, pac); /* sign the LR of the trampoline's caller again */
     }
     reloc->tramp_offset[0] = (uint8_t) (t.n * INSN_SIZE);
-    int rc = relocate_insn(&t, word_at(code), code, reason, reason_size);
+    int rc = relocate_insn(&t, mca_patcher_overwrite_word(code), code, reason, reason_size);
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
@@ -490,7 +483,6 @@ const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch = {
     .hop = aarch64_hop,
     .entry_jump = aarch64_entry_jump,
     .code_write = mca_patcher_overwrite_stopped_code_write,
-    .fini = mca_patcher_overwrite_stopped_fini,
     .get_pc = aarch64_get_pc,
     .set_pc = aarch64_set_pc,
 };

@@ -7,16 +7,32 @@
  * (patcher_overwrite_<arch>.c) provides its table; x86-64 and i386 share
  * theirs (patcher_overwrite_x86.c) and differ in patcher_overwrite_x86_64.c
  * and patcher_overwrite_i386.c.  The code writes are shared:
- * patcher_overwrite_x86_write.c (int3 first) for x86, and
+ * patcher_overwrite_x86_write.c (a self-loop first, every other thread
+ * held first where the first instruction is one byte) for x86, and
  * patcher_overwrite_stopped_write.c (every other thread held in a signal
  * handler) for the others; both ask threads through
- * patcher_overwrite_threads.c.
+ * patcher_overwrite_threads.c.  The decline and branch checks below are
+ * in patcher_overwrite_relocate.c.
  */
 #ifndef MCA_PATCHER_OVERWRITE_ARCH_H
 #define MCA_PATCHER_OVERWRITE_ARCH_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The 32-bit instruction word at addr (aarch64, ppc64le, riscv64). */
+static inline uint32_t mca_patcher_overwrite_word(uintptr_t addr)
+{
+    uint32_t w;
+    __builtin_memcpy(&w, (const void *) addr, sizeof(w));
+    return w;
+}
+
+/* The low 'width' bits of v as a signed number (an instruction's immediate). */
+static inline int64_t mca_patcher_overwrite_sext(uint64_t v, unsigned width)
+{
+    return (int64_t) (v << (64 - width)) >> (64 - width);
+}
 
 #include "opal/mca/patcher/patcher.h"
 
@@ -76,8 +92,6 @@ typedef struct mca_patcher_overwrite_arch_t {
     int (*entry_jump)(unsigned char *buf, uintptr_t from, uintptr_t to);
     /* Write w->bytes to code other threads may be running (pages already writable). */
     void (*code_write)(mca_patcher_overwrite_write_t *w);
-    /* Called at patch_fini: drop any state (signal handlers) kept for code_write. */
-    void (*fini)(void);
     /* The program counter in a signal handler's ucontext_t, read and set. */
     uintptr_t (*get_pc)(const void *uc);
     void (*set_pc)(void *uc, uintptr_t pc);

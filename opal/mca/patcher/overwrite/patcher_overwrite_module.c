@@ -34,6 +34,9 @@
 #include "opal/mca/patcher/overwrite/patcher_overwrite.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_icache.h"
+#if MCA_PATCHER_OVERWRITE_HAVE_ARCH
+#    include "opal/mca/patcher/overwrite/patcher_overwrite_threads.h"
+#endif
 #include "opal/util/output.h"
 #include "opal/util/proc_maps.h"
 #include "opal/util/valgrind.h"
@@ -155,34 +158,6 @@ static int decline(const char *symbol, uintptr_t func, const char *why)
     opal_output("patcher overwrite: cannot patch %s at %p: %s", symbol ? symbol : "function",
                 (void *) func, why);
     return OPAL_ERR_NOT_SUPPORTED;
-}
-
-int mca_patcher_overwrite_decline_insn(char *reason, size_t size, const unsigned char *code,
-                                       size_t off, size_t len, const char *why)
-{
-    int n = snprintf(reason, size, "%s: instruction at +%zu (", why, off);
-    for (size_t k = 0; k < len && n > 0 && (size_t) n < size; k++) {
-        n += snprintf(reason + n, size - n, k ? " %02x" : "%02x", code[off + k]);
-    }
-    if (n > 0 && (size_t) n < size) {
-        snprintf(reason + n, size - n, ")");
-    }
-    return OPAL_ERR_NOT_SUPPORTED;
-}
-
-int mca_patcher_overwrite_check_targets(uintptr_t code, size_t window, const uint8_t *insn_offset,
-                                        unsigned n, const uintptr_t *targets, char *reason,
-                                        size_t size)
-{
-    for (unsigned k = 0; k < n; k++) {
-        if (targets[k] > code && targets[k] < code + window) {
-            size_t end = k + 1 < n ? insn_offset[k + 1] : window;
-            return mca_patcher_overwrite_decline_insn(
-                reason, size, (const unsigned char *) code, insn_offset[k], end - insn_offset[k],
-                "a branch targets the middle of the bytes to patch");
-        }
-    }
-    return OPAL_SUCCESS;
 }
 
 /* Header, hop and trampoline for the patch point 'at' as they would be at 'mem'. */
@@ -491,9 +466,9 @@ static int overwrite_patch_fini(void)
         tramps = t->next;
         free(t);
     }
-    if (arch()) {
-        arch()->fini();
-    }
+#if MCA_PATCHER_OVERWRITE_HAVE_ARCH
+    mca_patcher_overwrite_threads_fini(); /* the code writes' signal handler */
+#endif
     pthread_mutex_unlock(&overwrite_lock);
     return OPAL_SUCCESS;
 }

@@ -167,22 +167,10 @@
 #define LD_R2_M8_R12  0xe84cfff8u
 #define ADD_R2_R2_R12 0x7c426214u
 
-static uint32_t word(uintptr_t at)
-{
-    uint32_t w;
-    memcpy(&w, (const void *) at, sizeof(w));
-    return w;
-}
-
-static int64_t sext(uint64_t v, unsigned bits)
-{
-    return (int64_t) (v << (64 - bits)) >> (64 - bits);
-}
-
 /* The TOC pointer that the global entry at func sets, if it begins with a TOC setup. */
 static bool entry_toc(uintptr_t func, uintptr_t *toc)
 {
-    const uint32_t w0 = word(func), w1 = word(func + 4);
+    const uint32_t w0 = mca_patcher_overwrite_word(func), w1 = mca_patcher_overwrite_word(func + 4);
     if (LD_R2_M8_R12 == w0 && ADD_R2_R2_R12 == w1) {
         int64_t off;
         memcpy(&off, (const void *) (func - 8), sizeof(off));
@@ -194,7 +182,8 @@ static bool entry_toc(uintptr_t func, uintptr_t *toc)
         return false;
     }
     const uintptr_t base = ADDIS_R2_R12 == (w0 & OP_RT_RA) ? func : 0;
-    *toc = base + (uintptr_t) (sext(w0 & 0xffff, 16) << 16) + (uintptr_t) sext(w1 & 0xffff, 16);
+    *toc = base + (uintptr_t) (mca_patcher_overwrite_sext(w0 & 0xffff, 16) << 16) +
+           (uintptr_t) mca_patcher_overwrite_sext(w1 & 0xffff, 16);
     return true;
 }
 
@@ -279,14 +268,14 @@ typedef const char *why_t;
  */
 static why_t copy_insn(emit_t *e, uintptr_t code, size_t *window, bool *falls_through)
 {
-    uint32_t insn = word(code);
+    uint32_t insn = mca_patcher_overwrite_word(code);
     *window = 4;
     *falls_through = true;
     switch (insn >> 26) {
     case 0:
         return "an illegal instruction (primary opcode 0)";
     case 1: { /* Power10 prefix: both words, never split */
-        uint32_t suffix = word(code + 4);
+        uint32_t suffix = mca_patcher_overwrite_word(code + 4);
         *window = 8;
         if (60 == ((e->at + e->n) & 63)) {
             put(e, NOP);
@@ -295,9 +284,11 @@ static why_t copy_insn(emit_t *e, uintptr_t code, size_t *window, bool *falls_th
             if ((suffix >> 16) & 31) {
                 return "an invalid prefixed instruction (R=1 with RA not 0)";
             }
-            const int64_t d = sext((uint64_t) (insn & 0x3ffff) << 16 | (suffix & 0xffff), 34);
+            const int64_t d = mca_patcher_overwrite_sext((uint64_t) (insn & 0x3ffff) << 16 |
+                                                             (suffix & 0xffff),
+                                                         34);
             const int64_t nd = (int64_t) (code + d - (e->at + e->n));
-            if (nd != sext((uint64_t) nd, 34)) {
+            if (nd != mca_patcher_overwrite_sext((uint64_t) nd, 34)) {
                 return "a PC-relative prefixed instruction whose operand is out of reach";
             }
             insn = (insn & ~0x3ffffu) | (uint32_t) ((uint64_t) nd >> 16 & 0x3ffff);
@@ -317,7 +308,7 @@ static why_t copy_insn(emit_t *e, uintptr_t code, size_t *window, bool *falls_th
         if (insn & 2) {
             break; /* absolute */
         }
-        const uintptr_t target = code + (uintptr_t) sext(insn & 0xfffc, 16);
+        const uintptr_t target = code + (uintptr_t) mca_patcher_overwrite_sext(insn & 0xfffc, 16);
         if (target == code) {
             return "a branch back to the patched word";
         }
@@ -333,7 +324,8 @@ static why_t copy_insn(emit_t *e, uintptr_t code, size_t *window, bool *falls_th
             break; /* absolute */
         }
         const bool link = insn & 1;
-        const uintptr_t target = code + (uintptr_t) sext(insn & 0x03fffffc, 26);
+        const uintptr_t target = code +
+                                 (uintptr_t) mca_patcher_overwrite_sext(insn & 0x03fffffc, 26);
         if (target == code) {
             return "a branch back to the patched word";
         }
@@ -347,7 +339,8 @@ static why_t copy_insn(emit_t *e, uintptr_t code, size_t *window, bool *falls_th
     case 19:
         if (2 == ((insn >> 1) & 0x1f)) { /* addpcis rt,d: rt = next + d << 16 */
             const uint32_t d = (insn >> 6 & 0x3ff) << 6 | (insn >> 16 & 0x1f) << 1 | (insn & 1);
-            put_load(e, (insn >> 21) & 31, code + 4 + (uintptr_t) (sext(d, 16) << 16));
+            put_load(e, (insn >> 21) & 31,
+                     code + 4 + (uintptr_t) (mca_patcher_overwrite_sext(d, 16) << 16));
             return NULL;
         }
         if (16 == ((insn >> 1) & 0x3ff) && !(insn & 1)) {
@@ -384,11 +377,12 @@ static int ppc64le_relocate(uintptr_t code, unsigned char *tramp, uintptr_t tram
         why = "the trampoline is out of reach of the code after it";
     }
     if (NULL != why) {
-        if (1 == word(code) >> 26) {
-            snprintf(reason, reason_size, "%s: instruction at +0 (%08x %08x)", why, word(code),
-                     word(code + 4));
+        if (1 == mca_patcher_overwrite_word(code) >> 26) {
+            snprintf(reason, reason_size, "%s: instruction at +0 (%08x %08x)", why,
+                     mca_patcher_overwrite_word(code), mca_patcher_overwrite_word(code + 4));
         } else {
-            snprintf(reason, reason_size, "%s: instruction at +0 (%08x)", why, word(code));
+            snprintf(reason, reason_size, "%s: instruction at +0 (%08x)", why,
+                     mca_patcher_overwrite_word(code));
         }
         return OPAL_ERR_NOT_SUPPORTED;
     }
@@ -447,7 +441,6 @@ const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch = {
     .hop = ppc64le_hop,
     .entry_jump = ppc64le_entry_jump,
     .code_write = mca_patcher_overwrite_stopped_code_write,
-    .fini = mca_patcher_overwrite_stopped_fini,
     .get_pc = ppc64le_get_pc,
     .set_pc = ppc64le_set_pc,
 };

@@ -99,8 +99,9 @@
  *   one stopped at an inner boundary of the window is moved to its copy
  *   in the trampoline (restoring: one between our auipc and jalr goes to
  *   the hop).  The exception is the threads that opted out of signals and
- *   sleep in a system call off the window (patcher_overwrite_threads.c);
- *   one blocking the signal otherwise makes the write decline.
+ *   sleep in a system call whose instruction is off the window, so that a
+ *   restart cannot land in it (patcher_overwrite_threads.c); one blocking
+ *   the signal otherwise makes the write decline.
  */
 #include "opal_config.h"
 
@@ -164,12 +165,6 @@ static uint32_t bits(uint32_t v, unsigned hi, unsigned lo)
     return (v >> lo) & ((1u << (hi - lo + 1)) - 1);
 }
 
-static int64_t sext(uint64_t v, unsigned width)
-{
-    const uint64_t sign = (uint64_t) 1 << (width - 1);
-    return (int64_t) ((v ^ sign) - sign);
-}
-
 /* Compressed (RVC, RV64): quadrant h & 3, funct3 h >> 13. */
 static void decode_rvc(uint16_t h, rv_insn_t *in)
 {
@@ -191,7 +186,7 @@ static void decode_rvc(uint16_t h, rv_insn_t *in)
         } else if (5 == f3) { /* c.j */
             in->kind = RV_JAL;
             in->ends = true;
-            in->imm = sext((bits(h, 12, 12) << 11) | (bits(h, 11, 11) << 4) |
+            in->imm = mca_patcher_overwrite_sext((bits(h, 12, 12) << 11) | (bits(h, 11, 11) << 4) |
                                (bits(h, 10, 9) << 8) | (bits(h, 8, 8) << 10) |
                                (bits(h, 7, 7) << 6) | (bits(h, 6, 6) << 7) |
                                (bits(h, 5, 3) << 1) | (bits(h, 2, 2) << 5),
@@ -200,7 +195,7 @@ static void decode_rvc(uint16_t h, rv_insn_t *in)
             in->kind = RV_BRANCH;
             in->funct3 = 6 == f3 ? 0 : 1; /* beq, bne against x0 */
             in->rs1 = 8 + bits(h, 9, 7);
-            in->imm = sext((bits(h, 12, 12) << 8) | (bits(h, 11, 10) << 3) |
+            in->imm = mca_patcher_overwrite_sext((bits(h, 12, 12) << 8) | (bits(h, 11, 10) << 3) |
                                (bits(h, 6, 5) << 6) | (bits(h, 4, 3) << 1) |
                                (bits(h, 2, 2) << 5),
                            9);
@@ -244,14 +239,14 @@ static void decode_32(uint32_t w, rv_insn_t *in)
     case OP_AUIPC:
         in->rd = rd;
         in->kind = X0 == rd ? RV_PLAIN : RV_AUIPC; /* auipc x0: a hint (lpad) */
-        in->imm = sext(w & 0xfffff000u, 32);
+        in->imm = mca_patcher_overwrite_sext(w & 0xfffff000u, 32);
         break;
     case OP_JAL:
         in->rd = rd;
         in->kind = RV_JAL;
         in->ends = X0 == rd;
         in->links = X0 != rd;
-        in->imm = sext((bits(w, 31, 31) << 20) | (bits(w, 19, 12) << 12) |
+        in->imm = mca_patcher_overwrite_sext((bits(w, 31, 31) << 20) | (bits(w, 19, 12) << 12) |
                            (bits(w, 20, 20) << 11) | (bits(w, 30, 21) << 1),
                        21);
         break;
@@ -267,7 +262,7 @@ static void decode_32(uint32_t w, rv_insn_t *in)
         in->rs2 = rs2;
         in->funct3 = bits(w, 14, 12);
         in->kind = (2 == in->funct3 || 3 == in->funct3) ? RV_UNKNOWN : RV_BRANCH;
-        in->imm = sext((bits(w, 31, 31) << 12) | (bits(w, 7, 7) << 11) |
+        in->imm = mca_patcher_overwrite_sext((bits(w, 31, 31) << 12) | (bits(w, 7, 7) << 11) |
                            (bits(w, 30, 25) << 5) | (bits(w, 11, 8) << 1),
                        13);
         break;
@@ -566,7 +561,6 @@ const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch = {
     .hop = riscv64_hop,
     .entry_jump = riscv64_entry_jump,
     .code_write = mca_patcher_overwrite_stopped_code_write,
-    .fini = mca_patcher_overwrite_stopped_fini,
     .get_pc = riscv64_get_pc,
     .set_pc = riscv64_set_pc,
 };

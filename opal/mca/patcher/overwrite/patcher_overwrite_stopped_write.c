@@ -83,8 +83,3 @@ void mca_patcher_overwrite_stopped_code_write(mca_patcher_overwrite_write_t *w)
     mca_patcher_overwrite_icache_sync(w->addr, w->len);
     mca_patcher_overwrite_threads_release(); /* 3 */
 }
-
-void mca_patcher_overwrite_stopped_fini(void)
-{
-    mca_patcher_overwrite_threads_fini(NULL);
-}

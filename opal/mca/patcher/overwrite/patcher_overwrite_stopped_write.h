@@ -9,6 +9,5 @@
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 
 void mca_patcher_overwrite_stopped_code_write(mca_patcher_overwrite_write_t *w);
-void mca_patcher_overwrite_stopped_fini(void);
 
 #endif

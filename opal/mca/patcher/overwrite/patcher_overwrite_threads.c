@@ -6,10 +6,9 @@
  * two: queueing them fails with EINVAL), chosen once, sent with
  * rt_tgsigqueueinfo and our cookie so that the handler tells our requests
  * from anyone else's use of the signal (those go to the handler that was
- * there before).  Not SIGTRAP: a pending standard signal absorbs another
- * of the same number, and x86's int3 trap merged with a request would be
- * taken for a request at the byte after the int3.  A real-time signal is
- * queued apart, and the kernel delivers a synchronous SIGTRAP first.
+ * there before).  A real-time signal, not a standard one: a pending
+ * standard signal absorbs another of the same number (two rounds' requests,
+ * or ours and someone else's), a real-time one is queued apart.
  *
  * The asker publishes the round, sends the requests and waits (2 s at
  * most, or the round's own timeout) until every asked thread has noted
@@ -93,8 +92,8 @@ static uintptr_t moved_pc(const mca_patcher_overwrite_round_t *r, uintptr_t pc)
     return 0;
 }
 
-void mca_patcher_overwrite_threads_forward(const struct sigaction *prev, int sig, siginfo_t *info,
-                                           void *uc)
+/* Hand a signal that is not ours to whatever handled it before (prev). */
+static void forward(const struct sigaction *prev, int sig, siginfo_t *info, void *uc)
 {
     if (prev->sa_flags & SA_SIGINFO) {
         prev->sa_sigaction(sig, info, uc);
@@ -112,7 +111,7 @@ void mca_patcher_overwrite_threads_forward(const struct sigaction *prev, int sig
 static void request_handler(int sig, siginfo_t *info, void *uc)
 {
     if (info->si_code != SI_QUEUE || info->si_value.sival_ptr != &cookie) {
-        mca_patcher_overwrite_threads_forward(&prev_request, sig, info, uc);
+        forward(&prev_request, sig, info, uc);
         return;
     }
     pid_t self = (pid_t) syscall(SYS_gettid);
@@ -233,10 +232,19 @@ static bool opted_out_of_signals(pid_t tid)
 }
 
 /*
+ * The longest system call instruction of our architectures (svc, sc,
+ * ecall: 4 bytes; syscall, int $0x80: 2).  A thread asleep in a system call
+ * has its PC after that instruction, and a restarted call (after SIGSTOP,
+ * the freezer, ptrace) moves it back over it: on riscv64 glibc's munmap is
+ * "li a7; ecall", the 8 bytes we write, so a restart would run our jalr.
+ */
+#define MAX_SYSCALL_INSN 4
+
+/*
  * Whether thread tid has opted out of signals and is asleep in a system
  * call (/proc/self/task/<tid>/syscall: "running", "-1 sp pc" when in the
- * kernel for another reason, else "nr args... sp pc") at a user PC that
- * round r would not move.
+ * kernel for another reason, else "nr args... sp pc") with its PC, and
+ * the PC a restart would give it, off round r's window.
  */
 static bool asleep_opted_out(pid_t tid, const mca_patcher_overwrite_round_t *r)
 {
@@ -251,7 +259,7 @@ static bool asleep_opted_out(pid_t tid, const mca_patcher_overwrite_round_t *r)
         return false;
     }
     uintptr_t pc = (uintptr_t) strtoull(last + 1, NULL, 16);
-    return 0 == moved_pc(r, pc);
+    return pc <= r->addr || pc >= r->addr + r->len + MAX_SYSCALL_INSN;
 }
 
 static bool was_asked(pid_t tid)
@@ -459,15 +467,12 @@ void mca_patcher_overwrite_threads_release(void)
     }
 }
 
-void mca_patcher_overwrite_threads_fini(void (*when_quiet)(void))
+void mca_patcher_overwrite_threads_fini(void)
 {
     if (installed) {
         const mca_patcher_overwrite_round_t nothing = {.addr = 0};
         bool all = mca_patcher_overwrite_threads_run(&nothing);
         if (all) {
-            if (when_quiet) {
-                when_quiet();
-            }
             sigaction(request_signal, &prev_request, NULL);
             installed = false;
         }

@@ -33,10 +33,6 @@ typedef struct mca_patcher_overwrite_round_t {
     long timeout_ns;
 } mca_patcher_overwrite_round_t;
 
-/* Hand a signal that is not ours to whatever handled it before (prev). */
-void mca_patcher_overwrite_threads_forward(const struct sigaction *prev, int sig, siginfo_t *info,
-                                           void *uc);
-
 /* The request signal's handler (installed once, kept until fini): 0, or -1 if refused. */
 int mca_patcher_overwrite_threads_init(void);
 
@@ -71,11 +67,10 @@ void mca_patcher_overwrite_threads_release(void);
 
 /*
  * patch_fini: one round that moves nothing, then (if every thread
- * answered: nothing of ours can be pending anywhere) when_quiet (may be
- * NULL) and the old disposition of the request signal back.  Otherwise,
- * and while another thread may still be returning from the handler, the
- * component's code stays loaded.
+ * answered: nothing of ours can be pending anywhere) the old disposition
+ * of the request signal back.  Otherwise, and while another thread may
+ * still be returning from the handler, the component's code stays loaded.
  */
-void mca_patcher_overwrite_threads_fini(void (*when_quiet)(void));
+void mca_patcher_overwrite_threads_fini(void);
 
 #endif

@@ -209,7 +209,6 @@ const mca_patcher_overwrite_arch_t mca_patcher_overwrite_arch = {
     .hop = x86_hop,
     .entry_jump = x86_entry_jump,
     .code_write = mca_patcher_overwrite_x86_code_write,
-    .fini = mca_patcher_overwrite_x86_write_fini,
     .get_pc = x86_get_pc,
     .set_pc = x86_set_pc,
 };

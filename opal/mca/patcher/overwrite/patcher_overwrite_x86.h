@@ -50,6 +50,5 @@ size_t mca_patcher_overwrite_x86_call(unsigned char *buf, uintptr_t run_at, uint
 
 /* The code write protocol (patcher_overwrite_x86_write.c). */
 void mca_patcher_overwrite_x86_code_write(mca_patcher_overwrite_write_t *w);
-void mca_patcher_overwrite_x86_write_fini(void);
 
 #endif

@@ -233,8 +233,3 @@ void mca_patcher_overwrite_x86_code_write(mca_patcher_overwrite_write_t *w)
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
-
-void mca_patcher_overwrite_x86_write_fini(void)
-{
-    mca_patcher_overwrite_threads_fini(NULL);
-}
