@@ -190,7 +190,7 @@ static inline unsigned mca_rcache_base_pgindex_home_slot(uintptr_t key)
     return (unsigned) (key >> 7) & (MCA_RCACHE_BASE_PGINDEX_SLOTS - 1);
 }
 
-/* Visit the item of slot j if it overlaps pages [first, last] (or with key_only: in any case). */
+/* Visit the item of entry x if it overlaps pages [first, last] (or with key_only: in any case). */
 static inline __attribute__((always_inline)) int
 mca_rcache_base_pgindex_visit_slot(const mca_rcache_base_pgindex_t *idx,
                                    const mca_rcache_base_pgindex_entry_t *x, uintptr_t first,

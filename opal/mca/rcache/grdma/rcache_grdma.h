@@ -33,8 +33,10 @@
  *   bypass     never indexed, CACHE_BYPASS, deregistered with its last
  *              reference
  * The lock (index changes, eviction) is never held across register_mem,
- * deregister_mem, malloc or free, and a release event never takes it
- * unless a writer is changing the index at that moment.
+ * deregister_mem, malloc or free, and a release event takes it only when
+ * a writer is changing the index at that moment or the release spans more
+ * blocks of a size class than the lock-free walk probes (PROBE_LIMIT in
+ * rcache_base_pgindex.c: over 2 MiB among one-page registrations).
  */
 #ifndef OPAL_MCA_RCACHE_GRDMA_RCACHE_GRDMA_H
 #define OPAL_MCA_RCACHE_GRDMA_RCACHE_GRDMA_H
