@@ -139,15 +139,17 @@ int main(void)
               ok, rounds, declined);
 #else
     int rounds = 2; /* each decline waits out the answer's timeout */
-    int ok = patch_while(patcher, blocked_for_good, rounds, &declined);
+    int ok;
     if (test_emulated()) {
         /* /proc shows the emulator's host thread: running guest code, it
          * may be inside one of qemu's own system calls, look asleep off
-         * the bytes, and be let be (patcher_overwrite_threads.c). */
-        printf("note: emulated: %d declined, %d patched with a thread that cannot be held\n",
-               declined, ok);
-        CHECK(rounds == declined + ok);
+         * the bytes, and be let be (patcher_overwrite_threads.c); its
+         * patch may then succeed and its restore decline, leaving our
+         * jump under a later patch.  Nothing can be asserted: not run. */
+        printf("note: emulated: the thread that cannot be held is not tested (qemu's host "
+               "threads look asleep)\n");
     } else {
+        ok = patch_while(patcher, blocked_for_good, rounds, &declined);
         CHECK_MSG(rounds == declined,
                   "%d of %d patches declined with a thread that cannot be "
                   "held (every signal blocked) calling the function (%d "
