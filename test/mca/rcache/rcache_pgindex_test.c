@@ -95,9 +95,11 @@ static int mark(void *n, void *ctx)
     return 0;
 }
 
-static void grow_if_wanted(void)
+/* Grows or rebuilds the table when wanted; the log2 of its lines before, or -1 if left alone. */
+static int grow_if_wanted(void)
 {
     unsigned want = mca_rcache_base_pgindex_wanted(&idx);
+    int before = want ? (int) idx.table->bits : -1;
     if (want) {
         mca_rcache_base_pgindex_table_t *t = mca_rcache_base_pgindex_table_new(want);
         CHECK(NULL != t);
@@ -106,6 +108,7 @@ static void grow_if_wanted(void)
         mca_rcache_base_pgindex_release(&idx);
     }
     CHECK(mca_rcache_base_pgindex_room(&idx));
+    return before;
 }
 
 static void check_queries(uintptr_t first, uintptr_t last)
@@ -263,30 +266,64 @@ static void concurrent_test(void)
     mca_rcache_base_pgindex_fini(&idx);
 }
 
+static size_t table_bytes(unsigned bits)
+{
+    return ((size_t) 1 << (bits + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT)) * sizeof(mca_rcache_base_pgindex_entry_t);
+}
+
 /*
  * A table past 2 MiB is a mapping of its own that grows four times over and
- * gives its predecessor's pages back: 200 000 one-page ranges, every one
- * found again, then none.
+ * gives its predecessor's pages back: 190 000 one-page ranges in 16 dense
+ * regions far apart, every one found again, then none (the table ends at
+ * load 0.72 on 64-bit).  Filling it never rebuilds a table at its own size
+ * (no entry left, so every overflow bit is still needed; the rule before
+ * did, 6 times here); churn afterwards (ranges removed and put elsewhere)
+ * does, once the stale bits add up.
  */
-#define MANY 200000
+#define MANY 190000
+#define REGION_PAGES ((uintptr_t) 1 << 18)
 static void large_test(void)
 {
     item_t *many = malloc(MANY * sizeof(*many));
     CHECK(NULL != many);
     CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
+    int same = 0, grown_4x = 0;
     for (size_t i = 0; i < MANY; i++) {
-        many[i].first = many[i].last = (unsigned char *) (DENSE_BASE + 3 * i);
+        uintptr_t p = DENSE_BASE + i / (MANY / 16 + 1) * REGION_PAGES + i % (MANY / 16 + 1);
+        many[i].first = many[i].last = (unsigned char *) p;
         CHECK(mca_rcache_base_pgindex_room(&idx));
-        mca_rcache_base_pgindex_insert(&idx, &many[i], DENSE_BASE + 3 * i, DENSE_BASE + 3 * i);
-        grow_if_wanted();
+        mca_rcache_base_pgindex_insert(&idx, &many[i], p, p);
+        int before = grow_if_wanted();
+        if (before >= 0) {
+            unsigned step = idx.table->bits - (unsigned) before;
+            same += 0 == step;
+            grown_4x += 2 == step;
+            CHECK_MSG(0 == step || step == (table_bytes(idx.table->bits) >= ((size_t) 2 << 20) ? 2u : 1u),
+                      "a table of 2^%d lines grew to 2^%u", before, idx.table->bits);
+        }
     }
-    CHECK_MSG(((size_t) 1 << (idx.table->bits + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT))
-                      * sizeof(mca_rcache_base_pgindex_entry_t) > ((size_t) 2 << 20),
-              "the table stayed below 2 MiB");
+    CHECK_MSG(table_bytes(idx.table->bits) > ((size_t) 2 << 20), "the table stayed below 2 MiB");
+    CHECK_MSG(grown_4x > 0, "no growth four times over past 2 MiB");
+    CHECK_MSG(0 == same, "filling rebuilt the table at its own size %d times", same);
     for (size_t i = 0; i < MANY; i += 7) {
-        uintptr_t p = DENSE_BASE + 3 * i;
+        uintptr_t p = (uintptr_t) many[i].first;
         CHECK_MSG(mca_rcache_base_pgindex_might_overlap(&idx, p, p), "range %zu not found", i);
-        CHECK(!mca_rcache_base_pgindex_might_overlap(&idx, p + 1, p + 2));
+        CHECK(!mca_rcache_base_pgindex_might_overlap(&idx, p + REGION_PAGES / 2, p + REGION_PAGES / 2 + 2));
+    }
+    const unsigned bits = idx.table->bits;
+    int rebuilt = 0;
+    for (size_t step = 0; 0 == rebuilt && step < 8 * (size_t) MANY; step++) {
+        item_t *it = &many[next_rand() % MANY];
+        mca_rcache_base_pgindex_remove(&idx, it);
+        uintptr_t p = DENSE_BASE + next_rand() % (16 * REGION_PAGES);
+        it->first = it->last = (unsigned char *) p;
+        mca_rcache_base_pgindex_insert(&idx, it, p, p);
+        rebuilt += grow_if_wanted() == (int) bits && idx.table->bits == bits;
+    }
+    CHECK_MSG(1 == rebuilt, "churn never rebuilt the table at its own size");
+    for (size_t i = 0; i < MANY; i += 7) {
+        uintptr_t p = (uintptr_t) many[i].first;
+        CHECK_MSG(mca_rcache_base_pgindex_might_overlap(&idx, p, p), "range %zu not found after churn", i);
     }
     for (size_t i = 0; i < MANY; i++) {
         mca_rcache_base_pgindex_remove(&idx, &many[i]);

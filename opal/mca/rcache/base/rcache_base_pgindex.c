@@ -240,6 +240,7 @@ void mca_rcache_base_pgindex_remove(pgindex_t *idx, void *item)
     }
     write_begin(idx);
     STORE(&x->item, NULL);
+    STORE(&t->removed, t->removed + 1);
     count_chunks(idx, first, last, (uint32_t) -1);
     if (0 == --idx->class_count[s]) {
         STORE(&idx->active, idx->active & ~(1ull << s));
@@ -264,11 +265,14 @@ unsigned mca_rcache_base_pgindex_wanted(const pgindex_t *idx)
         return t->bits + more;
     }
     /*
-     * Overflow bits outlive the entries that set them: rebuild when an
-     * eighth of the lines has gained one since the table was built.
+     * Overflow bits outlive the entries that set them: rebuild at the same
+     * size when an eighth of the lines has gained one since the table was
+     * built and as many entries have left it since.  Without removals every
+     * bit is still needed and a rebuild would set them all again (a fill of
+     * a million pages in 16 regions rebuilt its table 17 times).
      */
-    return 8 * (LOAD(&t->overflowed) - t->built_overflowed) > ((size_t) 1 << t->bits) ? t->bits
-                                                                                       : 0;
+    size_t gained = LOAD(&t->overflowed) - t->built_overflowed, removed = LOAD(&t->removed);
+    return 8 * (gained < removed ? gained : removed) > ((size_t) 1 << t->bits) ? t->bits : 0;
 }
 
 mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_rehash(pgindex_t *idx, table_t *t)

@@ -84,6 +84,7 @@ typedef struct mca_rcache_base_pgindex_table_t {
     int released;                                    /* its lines were given back */
     size_t overflowed;                               /* lines with OVERFLOW set (writer side) */
     size_t built_overflowed;                         /* of them, set when it was built */
+    size_t removed;                                  /* entries removed since it was built */
     mca_rcache_base_pgindex_entry_t entry[] __attribute__((aligned(64)));
 } mca_rcache_base_pgindex_table_t;
 
