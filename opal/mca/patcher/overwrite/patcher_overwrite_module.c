@@ -58,6 +58,7 @@ typedef struct overwrite_tramp_t {
     mca_patcher_overwrite_reloc_t reloc;
     bool in_use;
     bool abandoned;       /* someone patched over us: never reuse */
+    bool stuck;           /* its restore failed: its jump may still be at 'at' */
 } overwrite_tramp_t;
 
 static pthread_mutex_t overwrite_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -264,12 +265,26 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
     return OPAL_SUCCESS;
 }
 
-/* A trampoline already built for this point and intercept, from the same bytes. */
+/* Whether t's entry jump is what lies at its patch point. */
+static bool jump_in_place(const overwrite_tramp_t *t)
+{
+    unsigned char jump[MCA_PATCHER_PATCH_MAX_BYTES];
+    return arch()->entry_jump(jump, t->at, (uintptr_t) t->page + HOP_OFFSET) &&
+           0 == memcmp(jump, (const void *) t->at, arch()->jump_size);
+}
+
+/*
+ * A trampoline already built for this point and intercept: from the same
+ * bytes, or the one whose jump a failed restore left there.  That jump is
+ * taken back as it is: a new trampoline would relocate it, and the
+ * intercept, chaining to the new one, would reach itself again (forever).
+ */
 static overwrite_tramp_t *find_tramp(uintptr_t at, uintptr_t intercept)
 {
     for (overwrite_tramp_t *t = tramps; t; t = t->next) {
         if (!t->in_use && !t->abandoned && t->at == at && t->intercept == intercept &&
-            0 == memcmp(t->orig, (const void *) at, t->reloc.window)) {
+            (0 == memcmp(t->orig, (const void *) at, t->reloc.window) ||
+             (t->stuck && jump_in_place(t)))) {
             return t;
         }
     }
@@ -324,10 +339,11 @@ static void overwrite_restore(mca_patcher_base_patch_t *patch)
         t->abandoned = true;
     } else if (OPAL_SUCCESS != write_patch(patch->patch_orig, patch->patch_orig_data,
                                            patch->patch_data_size, t, false, &reason)) {
-        opal_output("patcher overwrite: cannot restore %s at %p: %s",
+        opal_output("patcher overwrite: cannot restore %s at %p: %s; its jump stays, still "
+                    "leading to the intercept",
                     patch->patch_symbol ? patch->patch_symbol : "function",
                     (void *) patch->patch_orig, reason);
-        t->abandoned = true;
+        t->stuck = true;
     }
     t->in_use = false;
     pthread_mutex_unlock(&overwrite_lock);
@@ -388,7 +404,7 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
     patch->patch_restore = overwrite_restore;
     patch->patch_forget = overwrite_forget;
     patch->patch_component_data = t;
-    memcpy(patch->patch_orig_data, (const void *) at, a->jump_size);
+    memcpy(patch->patch_orig_data, t->orig, a->jump_size); /* the bytes at 'at' unless stuck */
     if (!a->entry_jump(patch->patch_data, at, (uintptr_t) t->page + HOP_OFFSET)) {
         rc = decline(symbol, func, "the trampoline is out of jump range");
     } else {
@@ -398,7 +414,9 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
             /* Another thread may enter the intercept as soon as the jump is written. */
             old_chain = __atomic_exchange_n(chain, patch->patch_chain, __ATOMIC_SEQ_CST);
         }
-        rc = write_patch(at, patch->patch_data, a->jump_size, t, true, &reason);
+        /* A stuck jump (find_tramp) is live already: nothing to write. */
+        rc = t->stuck && jump_in_place(t) ? OPAL_SUCCESS
+                                          : write_patch(at, patch->patch_data, a->jump_size, t, true, &reason);
         if (OPAL_SUCCESS != rc) {
             decline(symbol, func, reason);
             if (chain) {
@@ -416,6 +434,7 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
         return rc;
     }
     t->in_use = true;
+    t->stuck = false;
     pthread_mutex_unlock(&overwrite_lock);
     mca_patcher_base_patch_add(module, patch);
     return OPAL_SUCCESS;

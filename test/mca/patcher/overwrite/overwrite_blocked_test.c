@@ -145,7 +145,8 @@ int main(void)
          * may be inside one of qemu's own system calls, look asleep off
          * the bytes, and be let be (patcher_overwrite_threads.c); its
          * patch may then succeed and its restore decline, leaving our
-         * jump under a later patch.  Nothing can be asserted: not run. */
+         * jump for the next round to take back (overwrite_stuck_test).
+         * Nothing can be asserted: not run. */
         printf("note: emulated: the thread that cannot be held is not tested (qemu's host "
                "threads look asleep)\n");
     } else {
