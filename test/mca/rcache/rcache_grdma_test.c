@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "opal/mca/rcache/base/base.h"
+#include "opal/mca/rcache/grdma/rcache_grdma.h"
 #include "opal/runtime/opal.h"
 #include "test/support/rcache_mock.h"
 #include "test/support/capture.h"
@@ -229,6 +230,33 @@ static void test_limits(void)
     }
     CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 4 * page, page, &q));
     mock_destroy_and_check(m, &dev, "clock");
+
+    /* Over the limits with every registration in use: a sweep of the hand
+     * that found nothing unused is not repeated for each new registration
+     * (a sweep clears the RECENT bit of every one it passes: a hit's
+     * stays) until a reference drops to none; that registration then goes,
+     * and so does each one dropped while the cache is over the limits. */
+    m = create(&dev);
+    for (int i = 0; i < 6; i++) { /* the fifth and sixth over the limit: nothing to evict */
+        m->rcache_register(m, arena + i * 2 * page, page, 0, 0, &r[i]);
+    }
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena, page, 0, 0, &q) && q == r[0]);
+    m->rcache_register(m, arena + 12 * page, page, 0, 0, &r[6]);
+    CHECK_MSG(r[0]->flags & MCA_RCACHE_GRDMA_RECENT,
+              "a sweep that found every registration in use ran again for the next one");
+    CHECK(7 == dev.registered && 0 == dev.deregistered);
+    m->rcache_deregister(m, q);
+    m->rcache_deregister(m, r[3]);
+    CHECK_MSG(1 == dev.deregistered, "%ld deregistered after a drop to none over the limits",
+              dev.deregistered);
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 6 * page, page, &q));
+    for (int i = 0; i < 7; i++) {
+        if (3 != i) {
+            m->rcache_deregister(m, r[i]);
+        }
+    }
+    CHECK_MSG(7 - 4 == dev.deregistered, "%ld deregistered with all unused", dev.deregistered);
+    mock_destroy_and_check(m, &dev, "limits, all in use");
 
     /* Out of device resources: evict unused ones and retry. */
     m = create(&dev);

@@ -68,6 +68,7 @@ typedef struct mca_rcache_grdma_module_t {
     mca_rcache_base_pgindex_t index; /* grown outside the lock */
     void *clock_slab;              /* the CLOCK hand: a slab and a registration in it */
     unsigned clock_slot;
+    bool clock_idle;               /* its last sweep found nothing unused (see evict_next_locked) */
     size_t cached_bytes, cached_entries; /* registrations in the index */
     uint32_t fork_gen;             /* generation of the registrations it holds */
     bool forked;                   /* in a child since the last call: drop the parent's */

@@ -417,9 +417,21 @@ static reg_t *clock_advance(grdma_t *m)
  * hit get a second chance.  The hand walks the slabs themselves, so the
  * cache keeps no list in eviction order: unlinking a registration touches
  * no neighbour, and a hit moves nothing.  False when none can go (lock held).
+ *
+ * A sweep that finds every registration in use leaves clock_idle set, and
+ * the next calls return at once instead of sweeping every slot again (a
+ * program holding more registrations than the limits allow made each new
+ * one sweep them all) until a reference dropped to none clears it
+ * (idle_end).  The flag is set before the sweep: a drop that the sweep
+ * missed (its slot already passed) sees it set and clears it.
  */
 static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
+    if (__atomic_load_n(&m->clock_idle, __ATOMIC_RELAXED)) {
+        return false;
+    }
+    __atomic_store_n(&m->clock_idle, true, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the flag before the states (idle_end's pair) */
     const size_t slabs = __atomic_load_n(&m->nslabs, __ATOMIC_ACQUIRE);
     for (size_t n = 2 * slabs * m->slab_regs; n > 0; n--) {
         reg_t *reg = clock_advance(m);
@@ -439,12 +451,22 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
             if (state_cas(reg, &st, inv)) {
                 unlink_reg(m, reg, st.s.flags);
                 chain_push(release, reg);
+                __atomic_store_n(&m->clock_idle, false, __ATOMIC_RELAXED);
                 return true;
             }
         }
         set_flags(reg, 0, MCA_RCACHE_GRDMA_RECENT);
     }
     return false;
+}
+
+/* A registration of a limited cache is unused now (its count dropped to 0): the CLOCK may take it. */
+static inline void idle_end(grdma_t *m)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the count's drop before the flag (evict_next_locked's pair) */
+    if (__atomic_load_n(&m->clock_idle, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&m->clock_idle, false, __ATOMIC_RELAXED);
+    }
 }
 
 /* Also read without the lock (a dropped reference): the counters are written atomically. */
@@ -618,6 +640,7 @@ static __attribute__((noinline)) int drop_last_locked(grdma_t *m, reg_t *reg)
             unlink_reg(m, reg, st.s.flags);
             chain_push(&release, reg);
         } else {
+            idle_end(m);
             evict_for_limits_locked(m, 0, 0, &release);
         }
     }
@@ -642,8 +665,11 @@ static inline int drop_ref(grdma_t *m, reg_t *reg)
             break;
         }
     }
-    if (__builtin_expect(m->limited, 0) && 1 == st.s.count && over_limits(m, 0, 0)) {
-        evict_for_limits(m); /* now unused: the limits may evict it or an older one */
+    if (__builtin_expect(m->limited, 0) && 1 == st.s.count) {
+        idle_end(m);
+        if (over_limits(m, 0, 0)) {
+            evict_for_limits(m); /* now unused: the limits may evict it or an older one */
+        }
     }
     return OPAL_SUCCESS;
 }
