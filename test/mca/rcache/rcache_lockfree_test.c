@@ -8,7 +8,10 @@
  * while readers may still be looking at it.  Every registration handed out
  * must cover the range asked, be registered (not yet deregistered), and be
  * newer than any invalidation of its pages that returned before the call
- * began.  At destroy, register_mem and deregister_mem pair exactly.
+ * began.  At destroy, register_mem and deregister_mem pair exactly.  Then
+ * the same without a limit over 64 Ki pages, from an empty cache: the page
+ * index's table is replaced by larger ones (four times at least) while the
+ * hitters walk it without the lock.
  */
 #include "opal_config.h"
 
@@ -18,19 +21,20 @@
 #include <unistd.h>
 
 #include "opal/mca/rcache/base/base.h"
+#include "opal/mca/rcache/grdma/rcache_grdma.h"
 #include "opal/runtime/opal.h"
 #include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
 
-#define PAGES 256
+#define MAX_PAGES 65536
 #define HITTERS 3
 #define ITERS 200000
 
 static mca_rcache_base_module_t *rcache;
 static mock_dev_t dev;
 static unsigned char *arena;
-static size_t page;
-static volatile uint64_t invalidated_at[PAGES]; /* mock_clock as the last invalidation began */
+static size_t page, pages; /* the arena's */
+static volatile uint64_t invalidated_at[MAX_PAGES]; /* mock_clock as the last invalidation began */
 static volatile long bad_cover, bad_magic, stale, errors;
 static volatile int stop;
 
@@ -44,7 +48,7 @@ static void *hitter(void *arg)
 {
     unsigned seed = (unsigned) (uintptr_t) arg;
     for (int i = 0; i < ITERS; i++) {
-        size_t first = next_rand(&seed) % (PAGES - 2), npages = 1 + next_rand(&seed) % 2;
+        size_t first = next_rand(&seed) % (pages - 2), npages = 1 + next_rand(&seed) % 2;
         uint64_t newest = 0;
         for (size_t p = first; p < first + npages; p++) {
             uint64_t t = __atomic_load_n(&invalidated_at[p], __ATOMIC_SEQ_CST);
@@ -81,7 +85,7 @@ static void *invalidator(void *arg)
 {
     unsigned seed = (unsigned) (uintptr_t) arg;
     while (!stop) {
-        size_t p = next_rand(&seed) % PAGES;
+        size_t p = next_rand(&seed) % pages;
         /*
          * Tick first: a registration whose register_mem read an older clock
          * was indexed before this invalidation began, so it must be caught.
@@ -97,25 +101,27 @@ static void *invalidator(void *arg)
     return NULL;
 }
 
-int main(void)
+/* One run over an arena of n pages with rcache_grdma_max_entries=max_entries (0: none). */
+static void run(size_t n, const char *max_entries, const char *what)
 {
-    setenv("OMPI_MCA_mpi_leave_pinned", "1", 1);
-    setenv("OMPI_MCA_rcache_base_release_hooks", "0", 1);
-    setenv("OMPI_MCA_rcache_grdma_max_entries", "48", 1);
+    setenv("OMPI_MCA_rcache_grdma_max_entries", max_entries, 1);
     if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
         fprintf(stderr, "opal_init_util failed\n");
-        return 1;
+        exit(1);
     }
-    page = (size_t) sysconf(_SC_PAGESIZE);
-    arena = mmap(NULL, PAGES * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    pages = n;
+    memset((void *) invalidated_at, 0, sizeof(invalidated_at));
+    bad_cover = bad_magic = stale = errors = stop = 0;
+    arena = mmap(NULL, pages * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     CHECK(MAP_FAILED != arena);
     mca_rcache_base_resources_t res;
     mock_resources(&dev, &res);
     rcache = mca_rcache_base_module_create("grdma", NULL, &res);
     if (NULL == rcache) {
         fprintf(stderr, "cannot create a grdma module\n");
-        return 1;
+        exit(1);
     }
+    const unsigned bits0 = ((mca_rcache_grdma_module_t *) rcache)->index.table->bits;
     pthread_t th[HITTERS + 1];
     pthread_create(&th[HITTERS], NULL, invalidator, (void *) 7);
     for (size_t t = 0; t < HITTERS; t++) {
@@ -127,10 +133,25 @@ int main(void)
     stop = 1;
     pthread_join(th[HITTERS], NULL);
     CHECK_MSG(0 == bad_cover && 0 == bad_magic && 0 == stale && 0 == errors,
-              "not covering %ld, not registered %ld, stale %ld, errors %ld", bad_cover, bad_magic,
-              stale, errors);
-    mock_destroy_and_check(rcache, &dev, "lock-free hits");
-    munmap(arena, PAGES * page);
+              "%s: not covering %ld, not registered %ld, stale %ld, errors %ld", what, bad_cover,
+              bad_magic, stale, errors);
+    const unsigned bits = ((mca_rcache_grdma_module_t *) rcache)->index.table->bits;
+    printf("%s: the index's table went from 2^%u to 2^%u lines\n", what, bits0, bits);
+    if (0 == strcmp(max_entries, "0")) {
+        CHECK_MSG(bits >= bits0 + 4, "%s: the index grew from 2^%u to only 2^%u lines", what, bits0,
+                  bits);
+    }
+    mock_destroy_and_check(rcache, &dev, what);
+    munmap(arena, pages * page);
     opal_finalize_util();
+}
+
+int main(void)
+{
+    setenv("OMPI_MCA_mpi_leave_pinned", "1", 1);
+    setenv("OMPI_MCA_rcache_base_release_hooks", "0", 1);
+    page = (size_t) sysconf(_SC_PAGESIZE);
+    run(256, "48", "lock-free hits, evicting");
+    run(MAX_PAGES, "0", "lock-free hits, the index growing");
     return test_finish("rcache_lockfree_test");
 }
