@@ -229,7 +229,6 @@ mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
                               mca_rcache_base_pgindex_visit_fn_t fn, void *ctx)
 {
     const uintptr_t ovf = MCA_RCACHE_BASE_PGINDEX_OVERFLOW;
-    const size_t mask = ((size_t) 1 << t->bits) - 1;
     size_t line = mca_rcache_base_pgindex_home(t, key);
     unsigned home = mca_rcache_base_pgindex_home_slot(key);
     const mca_rcache_base_pgindex_entry_t *e = &t->entry[line * MCA_RCACHE_BASE_PGINDEX_SLOTS];
@@ -239,6 +238,8 @@ mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
             return rc;
         }
     }
+    /* Past the key's own slot: the table's size is read here only (a hit has returned). */
+    const size_t mask = ((size_t) 1 << t->bits) - 1;
     for (size_t n = 0; n <= mask; n++) {
         uintptr_t key0 = __atomic_load_n(&e[0].key, __ATOMIC_RELAXED);
         unsigned match = 0;
