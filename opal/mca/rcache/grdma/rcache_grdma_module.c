@@ -820,6 +820,29 @@ static inline missed_t missed_by(const struct lookup *l)
 
 static const missed_t not_tried = {.tried = false};
 
+static int register_slow(grdma_t *m, void *addr, size_t size, uint32_t flags,
+                         int32_t access_flags, reg_t **reg_out, missed_t tried);
+
+/*
+ * A hit found outside grdma_register's own path, handed out after the
+ * checks the module was made with: the frames (rcache_base_verify_frames),
+ * and under rcache_base_uffd=strict a hit it cannot confirm is registered
+ * again.
+ */
+static __attribute__((noinline)) int hand_out_hit(grdma_t *m, reg_t *hit, void *addr, size_t size,
+                                                  uint32_t flags, int32_t access_flags,
+                                                  reg_t **reg_out)
+{
+    if (m->verify_frames) {
+        mca_rcache_base_frames_check(hit, "rcache_register");
+    }
+    if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, hit)) {
+        return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
+    }
+    *reg_out = hit;
+    return OPAL_SUCCESS;
+}
+
 /*
  * Everything but the lock-free hit: work left by release events, a bypass
  * registration, a new one.  'tried': the lock-free lookup that missed
@@ -905,14 +928,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     }
     drain_chain(m, deferred); /* the lock-free lookup hit: no locked section ran */
     if (l.hit) {
-        if (m->verify_frames) {
-            mca_rcache_base_frames_check(l.hit, "rcache_register");
-        }
-        if (__builtin_expect(m->super.rcache_uffd_strict, 0) && !confirm_hit(m, l.hit)) {
-            return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
-        }
-        *reg_out = l.hit;
-        return OPAL_SUCCESS;
+        return hand_out_hit(m, l.hit, addr, size, flags, access_flags, reg_out);
     }
     index_grow(m);
     if (m->super.rcache_uffd && !bypass) {
@@ -958,14 +974,7 @@ static __attribute__((noinline)) int register_checked(grdma_t *m, void *addr, si
     if (NULL == l.hit) {
         return register_slow(m, addr, size, flags, access_flags, reg_out, missed_by(&l));
     }
-    if (m->verify_frames) {
-        mca_rcache_base_frames_check(l.hit, "rcache_register");
-    }
-    if (m->super.rcache_uffd_strict && !confirm_hit(m, l.hit)) {
-        return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
-    }
-    *reg_out = l.hit;
-    return OPAL_SUCCESS;
+    return hand_out_hit(m, l.hit, addr, size, flags, access_flags, reg_out);
 }
 
 /*
