@@ -87,14 +87,12 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_stopped_write.h"
-#include "opal/util/proc_maps.h"
 
 #define INSN_SIZE 4
 #define B_REACH   ((intptr_t) 1 << 27) /* b: +-128 MiB */
@@ -129,14 +127,6 @@ static bool is_landing_pad(uint32_t insn)
     return (is_bti(insn) && insn != 0xd503241fu) || insn == PACIASP || insn == PACIBSP;
 }
 
-/* Whether the word at addr can be read (a far branch's target, the word before a page). */
-static bool readable(uintptr_t addr)
-{
-    opal_proc_maps_entry_t e;
-    return OPAL_SUCCESS == opal_proc_maps_find(addr, &e) && (e.prot & PROT_READ) &&
-           addr + INSN_SIZE <= e.end;
-}
-
 static size_t aarch64_patch_offset(uintptr_t func)
 {
     size_t off = 0;
@@ -154,7 +144,8 @@ static size_t aarch64_patch_offset(uintptr_t func)
 static uint32_t signed_before(uintptr_t at)
 {
     /* The word before a page boundary may not be mapped (then none is there). */
-    if (0 == (at & ((uintptr_t) sysconf(_SC_PAGESIZE) - 1)) && !readable(at - INSN_SIZE)) {
+    if (0 == (at & ((uintptr_t) sysconf(_SC_PAGESIZE) - 1)) &&
+        !mca_patcher_overwrite_readable(at - INSN_SIZE, INSN_SIZE)) {
         return 0;
     }
     uint32_t insn = mca_patcher_overwrite_word(at - INSN_SIZE);
@@ -249,7 +240,9 @@ static unsigned jump_words(uintptr_t from, uintptr_t target)
     if (b_reaches(from, target)) {
         return 1;
     }
-    return readable(target) && is_landing_pad(mca_patcher_overwrite_word(target)) ? 2 : 0;
+    bool pad = mca_patcher_overwrite_readable(target, INSN_SIZE) &&
+               is_landing_pad(mca_patcher_overwrite_word(target));
+    return pad ? 2 : 0;
 }
 
 /* Jump to target: b, or through x16 (jump_words said which, non-zero). */
@@ -327,12 +320,6 @@ static kind_t classify(uint32_t insn)
     }
 }
 
-static int decline(char *reason, size_t size, uint32_t insn, const char *why)
-{
-    snprintf(reason, size, "%s: instruction at +0 (%08x)", why, insn);
-    return OPAL_ERR_NOT_SUPPORTED;
-}
-
 /* A literal load: its size and the load from [x16] into the same register. */
 static bool literal_load(uint32_t insn, size_t *size, uint32_t *load)
 {
@@ -371,14 +358,14 @@ static int relocate_insn(tramp_t *t, uint32_t insn, uintptr_t pc, char *reason, 
         size_t len;
         uint32_t load;
         if (!literal_load(insn, &len, &load)) {
-            return decline(reason, size, insn, "an unallocated literal load");
+            return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "an unallocated literal load");
         }
         if (0 == len) {
             emit(t, NOP); /* prfm: a hint, no architectural effect */
             return OPAL_SUCCESS;
         }
         if (addr < next && addr + len > pc) {
-            return decline(reason, size, insn, "a PC-relative load of the word being patched");
+            return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a PC-relative load of the word being patched");
         }
         emit_ldr_value(t, X16, addr);
         emit(t, load);
@@ -390,7 +377,7 @@ static int relocate_insn(tramp_t *t, uint32_t insn, uintptr_t pc, char *reason, 
             emit_ldr_value(t, X30, next); /* bl: LR is the original return address */
         }
         if (0 == jump_words(pos(t), target)) {
-            return decline(reason, size, insn, "a branch beyond the trampoline's reach "
+            return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a branch beyond the trampoline's reach "
                                                "(+-128 MiB) to a target that is not a BTI "
                                                "landing pad");
         }
@@ -406,14 +393,14 @@ static int relocate_insn(tramp_t *t, uint32_t insn, uintptr_t pc, char *reason, 
         if (bcond && (insn & 0xe) == 0xe) {
             /* b.al, b.nv: always taken (and inverting gives no "never") */
             if (0 == jump_words(pos(t), target)) {
-                return decline(reason, size, insn, "a branch beyond the trampoline's reach");
+                return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a branch beyond the trampoline's reach");
             }
             emit_jump(t, target);
             return OPAL_SUCCESS;
         }
         unsigned words = jump_words(pos(t) + INSN_SIZE, target);
         if (0 == words) {
-            return decline(reason, size, insn, "a branch beyond the trampoline's reach "
+            return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a branch beyond the trampoline's reach "
                                                "(+-128 MiB) to a target that is not a BTI "
                                                "landing pad");
         }
@@ -431,15 +418,15 @@ static int relocate_insn(tramp_t *t, uint32_t insn, uintptr_t pc, char *reason, 
         char why[96];
         snprintf(why, sizeof(why), "a register branch (%s) at the patch point",
                  opc < 6 && opc != 3 ? names[opc] : "with pointer authentication");
-        return decline(reason, size, insn, why);
+        return mca_patcher_overwrite_decline_words(reason, size, pc, 1, why);
     }
     case K_TRAP:
-        return decline(reason, size, insn, "a breakpoint or exception-generating instruction "
+        return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a breakpoint or exception-generating instruction "
                                            "(brk, hlt, hvc, smc, dcps) at the patch point");
     case K_UNDEFINED:
-        return decline(reason, size, insn, "an undefined or reserved encoding");
+        return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "an undefined or reserved encoding");
     default:
-        return decline(reason, size, insn, "an instruction this relocator does not know "
+        return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "an instruction this relocator does not know "
                                            "(it may be PC-relative)");
     }
 }

@@ -105,6 +105,16 @@ int mca_patcher_overwrite_decline_insn(char *reason, size_t size, const unsigned
                                        size_t off, size_t len, const char *why);
 
 /*
+ * The same for an architecture of 4-byte instruction words: "why:
+ * instruction at +0 (the first 'words' words at code, as words in hex)".
+ */
+int mca_patcher_overwrite_decline_words(char *reason, size_t size, uintptr_t code, unsigned words,
+                                        const char *why);
+
+/* Whether [addr, addr + len) lies in one readable mapping (/proc/self/maps). */
+bool mca_patcher_overwrite_readable(uintptr_t addr, size_t len);
+
+/*
  * For relocate, after the walk: declined (as above) if a displaced branch
  * (targets[k], 0 for none, of the k-th of n instructions, which start at
  * insn_offset[k]) lands strictly inside the window at code: in the middle

@@ -124,14 +124,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_stopped_write.h"
-#include "opal/util/proc_maps.h"
 
 #define JUMP_SIZE   4                    /* b */
 #define REACH       ((intptr_t) 1 << 25) /* b: a signed 26-bit byte offset */
@@ -205,9 +203,8 @@ static size_t ppc64le_patch_offset(uintptr_t func)
 static bool local_entry_toc(uintptr_t code, uintptr_t *toc)
 {
     const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
-    opal_proc_maps_entry_t e;
-    if ((code & (page - 1)) < 8 && (OPAL_SUCCESS != opal_proc_maps_find(code - 8, &e) ||
-                                    0 == (e.prot & (PROT_READ | PROT_EXEC)))) {
+    if ((code & (page - 1)) < 8 &&
+        !mca_patcher_overwrite_readable(code - 8, 8 - (code & (page - 1)))) {
         return false;
     }
     return entry_toc(code - 8, toc);
@@ -377,14 +374,9 @@ static int ppc64le_relocate(uintptr_t code, unsigned char *tramp, uintptr_t tram
         why = "the trampoline is out of reach of the code after it";
     }
     if (NULL != why) {
-        if (1 == mca_patcher_overwrite_word(code) >> 26) {
-            snprintf(reason, reason_size, "%s: instruction at +0 (%08x %08x)", why,
-                     mca_patcher_overwrite_word(code), mca_patcher_overwrite_word(code + 4));
-        } else {
-            snprintf(reason, reason_size, "%s: instruction at +0 (%08x)", why,
-                     mca_patcher_overwrite_word(code));
-        }
-        return OPAL_ERR_NOT_SUPPORTED;
+        /* A prefixed instruction (primary opcode 1) is two words. */
+        const unsigned words = 1 == mca_patcher_overwrite_word(code) >> 26 ? 2 : 1;
+        return mca_patcher_overwrite_decline_words(reason, reason_size, code, words, why);
     }
     reloc->window = window;
     reloc->tramp_len = e.n;
