@@ -18,8 +18,8 @@
 #include "opal/mca/rcache/base/base.h"
 #include "opal/mca/rcache/grdma/rcache_grdma.h"
 #include "opal/runtime/opal.h"
-#include "test/support/rcache_mock.h"
 #include "test/support/capture.h"
+#include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
 
 static size_t page;

@@ -33,7 +33,7 @@
 static mca_rcache_base_module_t *rcache;
 static mock_dev_t dev;
 static unsigned char *arena;
-static size_t page, pages; /* the arena's */
+static size_t page, pages;                          /* the arena's */
 static volatile uint64_t invalidated_at[MAX_PAGES]; /* mock_clock as the last invalidation began */
 static volatile long bad_cover, bad_magic, stale, errors;
 static volatile int stop;

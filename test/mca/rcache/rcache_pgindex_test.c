@@ -268,7 +268,8 @@ static void concurrent_test(void)
 
 static size_t table_bytes(unsigned bits)
 {
-    return ((size_t) 1 << (bits + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT)) * sizeof(mca_rcache_base_pgindex_entry_t);
+    return ((size_t) 1 << (bits + MCA_RCACHE_BASE_PGINDEX_SLOT_SHIFT)) *
+           sizeof(mca_rcache_base_pgindex_entry_t);
 }
 
 /*
@@ -280,7 +281,7 @@ static size_t table_bytes(unsigned bits)
  * did, 6 times here); churn afterwards (ranges removed and put elsewhere)
  * does, once the stale bits add up.
  */
-#define MANY 190000
+#define MANY         190000
 #define REGION_PAGES ((uintptr_t) 1 << 18)
 static void large_test(void)
 {
@@ -298,7 +299,8 @@ static void large_test(void)
             unsigned step = idx.table->bits - (unsigned) before;
             same += 0 == step;
             grown_4x += 2 == step;
-            CHECK_MSG(0 == step || step == (table_bytes(idx.table->bits) >= ((size_t) 2 << 20) ? 2u : 1u),
+            CHECK_MSG(0 == step ||
+                          step == (table_bytes(idx.table->bits) >= ((size_t) 2 << 20) ? 2u : 1u),
                       "a table of 2^%d lines grew to 2^%u", before, idx.table->bits);
         }
     }
@@ -308,7 +310,8 @@ static void large_test(void)
     for (size_t i = 0; i < MANY; i += 7) {
         uintptr_t p = (uintptr_t) many[i].first;
         CHECK_MSG(mca_rcache_base_pgindex_might_overlap(&idx, p, p), "range %zu not found", i);
-        CHECK(!mca_rcache_base_pgindex_might_overlap(&idx, p + REGION_PAGES / 2, p + REGION_PAGES / 2 + 2));
+        CHECK(!mca_rcache_base_pgindex_might_overlap(&idx, p + REGION_PAGES / 2,
+                                                     p + REGION_PAGES / 2 + 2));
     }
     const unsigned bits = idx.table->bits;
     int rebuilt = 0;
@@ -323,7 +326,8 @@ static void large_test(void)
     CHECK_MSG(1 == rebuilt, "churn never rebuilt the table at its own size");
     for (size_t i = 0; i < MANY; i += 7) {
         uintptr_t p = (uintptr_t) many[i].first;
-        CHECK_MSG(mca_rcache_base_pgindex_might_overlap(&idx, p, p), "range %zu not found after churn", i);
+        CHECK_MSG(mca_rcache_base_pgindex_might_overlap(&idx, p, p),
+                  "range %zu not found after churn", i);
     }
     for (size_t i = 0; i < MANY; i++) {
         mca_rcache_base_pgindex_remove(&idx, &many[i]);

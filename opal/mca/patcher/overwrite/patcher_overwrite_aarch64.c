@@ -358,14 +358,16 @@ static int relocate_insn(tramp_t *t, uint32_t insn, uintptr_t pc, char *reason, 
         size_t len;
         uint32_t load;
         if (!literal_load(insn, &len, &load)) {
-            return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "an unallocated literal load");
+            return mca_patcher_overwrite_decline_words(reason, size, pc, 1,
+                                                       "an unallocated literal load");
         }
         if (0 == len) {
             emit(t, NOP); /* prfm: a hint, no architectural effect */
             return OPAL_SUCCESS;
         }
         if (addr < next && addr + len > pc) {
-            return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a PC-relative load of the word being patched");
+            return mca_patcher_overwrite_decline_words(
+                reason, size, pc, 1, "a PC-relative load of the word being patched");
         }
         emit_ldr_value(t, X16, addr);
         emit(t, load);
@@ -377,9 +379,10 @@ static int relocate_insn(tramp_t *t, uint32_t insn, uintptr_t pc, char *reason, 
             emit_ldr_value(t, X30, next); /* bl: LR is the original return address */
         }
         if (0 == jump_words(pos(t), target)) {
-            return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a branch beyond the trampoline's reach "
-                                               "(+-128 MiB) to a target that is not a BTI "
-                                               "landing pad");
+            return mca_patcher_overwrite_decline_words(reason, size, pc, 1,
+                                                       "a branch beyond the trampoline's reach "
+                                                       "(+-128 MiB) to a target that is not a BTI "
+                                                       "landing pad");
         }
         emit_jump(t, target);
         return OPAL_SUCCESS;
@@ -393,16 +396,18 @@ static int relocate_insn(tramp_t *t, uint32_t insn, uintptr_t pc, char *reason, 
         if (bcond && (insn & 0xe) == 0xe) {
             /* b.al, b.nv: always taken (and inverting gives no "never") */
             if (0 == jump_words(pos(t), target)) {
-                return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a branch beyond the trampoline's reach");
+                return mca_patcher_overwrite_decline_words(
+                    reason, size, pc, 1, "a branch beyond the trampoline's reach");
             }
             emit_jump(t, target);
             return OPAL_SUCCESS;
         }
         unsigned words = jump_words(pos(t) + INSN_SIZE, target);
         if (0 == words) {
-            return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a branch beyond the trampoline's reach "
-                                               "(+-128 MiB) to a target that is not a BTI "
-                                               "landing pad");
+            return mca_patcher_overwrite_decline_words(reason, size, pc, 1,
+                                                       "a branch beyond the trampoline's reach "
+                                                       "(+-128 MiB) to a target that is not a BTI "
+                                                       "landing pad");
         }
         /* The inverse: over the jump when the original would not branch. */
         const uint32_t imm_mask = ((1u << imm_bits) - 1) << 5;
@@ -421,13 +426,17 @@ static int relocate_insn(tramp_t *t, uint32_t insn, uintptr_t pc, char *reason, 
         return mca_patcher_overwrite_decline_words(reason, size, pc, 1, why);
     }
     case K_TRAP:
-        return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "a breakpoint or exception-generating instruction "
-                                           "(brk, hlt, hvc, smc, dcps) at the patch point");
+        return mca_patcher_overwrite_decline_words(
+            reason, size, pc, 1,
+            "a breakpoint or exception-generating instruction "
+            "(brk, hlt, hvc, smc, dcps) at the patch point");
     case K_UNDEFINED:
-        return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "an undefined or reserved encoding");
+        return mca_patcher_overwrite_decline_words(reason, size, pc, 1,
+                                                   "an undefined or reserved encoding");
     default:
-        return mca_patcher_overwrite_decline_words(reason, size, pc, 1, "an instruction this relocator does not know "
-                                           "(it may be PC-relative)");
+        return mca_patcher_overwrite_decline_words(reason, size, pc, 1,
+                                                   "an instruction this relocator does not know "
+                                                   "(it may be PC-relative)");
     }
 }
 

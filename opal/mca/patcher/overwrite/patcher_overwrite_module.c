@@ -415,8 +415,9 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
             old_chain = __atomic_exchange_n(chain, patch->patch_chain, __ATOMIC_SEQ_CST);
         }
         /* A stuck jump (find_tramp) is live already: nothing to write. */
-        rc = t->stuck && jump_in_place(t) ? OPAL_SUCCESS
-                                          : write_patch(at, patch->patch_data, a->jump_size, t, true, &reason);
+        rc = t->stuck && jump_in_place(t)
+                 ? OPAL_SUCCESS
+                 : write_patch(at, patch->patch_data, a->jump_size, t, true, &reason);
         if (OPAL_SUCCESS != rc) {
             decline(symbol, func, reason);
             if (chain) {

@@ -63,11 +63,6 @@ static inline uintptr_t block_lo(uintptr_t first, unsigned s)
     return s && b ? b - 1 : b;
 }
 
-static inline unsigned class_of_key(uintptr_t key)
-{
-    return (unsigned) (key >> 1 & 63);
-}
-
 #define CHUNK_SHIFT MCA_RCACHE_BASE_PGINDEX_CHUNK_SHIFT
 #define SMALL_CLASSES ((1ull << (CHUNK_SHIFT + 1)) - 1)
 /* Chunks a query checks in chunk_count before it answers "maybe" for the small classes. */
@@ -347,7 +342,7 @@ int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr
     for (size_t i = 0; scan && i < ((size_t) SLOTS << t->bits); i++) {
         const entry_t *x = &t->entry[i];
         uintptr_t lo, hi;
-        if (NULL == x->item || !(scan >> class_of_key(x->key) & 1)) {
+        if (NULL == x->item || !(scan >> mca_rcache_base_pgindex_key_class(x->key) & 1)) {
             continue;
         }
         mca_rcache_base_pgindex_range(idx, x->item, &lo, &hi);

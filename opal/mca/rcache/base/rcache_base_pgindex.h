@@ -158,6 +158,12 @@ static inline uintptr_t mca_rcache_base_pgindex_key(unsigned s, uintptr_t block)
     return block << 7 | (uintptr_t) s << 1;
 }
 
+/* The size class in a key (its overflow bit aside). */
+static inline unsigned mca_rcache_base_pgindex_key_class(uintptr_t key)
+{
+    return (unsigned) (key >> 1 & 63);
+}
+
 /* The item's range in pages, from the caller's copy. */
 static inline void mca_rcache_base_pgindex_range(const mca_rcache_base_pgindex_t *idx,
                                                  const void *item, uintptr_t *first,
@@ -180,8 +186,8 @@ static inline size_t mca_rcache_base_pgindex_home(const mca_rcache_base_pgindex_
                                                   uintptr_t key)
 {
     const unsigned shift = 7 + MCA_RCACHE_BASE_PGINDEX_GROUP_SHIFT;
-    uint64_t h = ((uint64_t) (key >> shift) ^ (uint64_t) (key >> 1 & 63) << 58)
-                 * 0x9e3779b97f4a7c15ull;
+    const uint64_t class_bits = (uint64_t) mca_rcache_base_pgindex_key_class(key) << 58;
+    uint64_t h = ((uint64_t) (key >> shift) ^ class_bits) * 0x9e3779b97f4a7c15ull;
     return (size_t) (h >> (64 - t->bits));
 }
 

@@ -460,10 +460,11 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
     return false;
 }
 
-/* A registration of a limited cache is unused now (its count dropped to 0): the CLOCK may take it. */
+/* A registration of a limited cache is unused now (its count dropped to 0): the CLOCK may take it.
+ * The count's drop comes before the flag is read (the fence pairs with evict_next_locked's). */
 static inline void idle_end(grdma_t *m)
 {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the count's drop before the flag (evict_next_locked's pair) */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (__atomic_load_n(&m->clock_idle, __ATOMIC_RELAXED)) {
         __atomic_store_n(&m->clock_idle, false, __ATOMIC_RELAXED);
     }
@@ -820,8 +821,8 @@ static inline missed_t missed_by(const struct lookup *l)
 
 static const missed_t not_tried = {.tried = false};
 
-static int register_slow(grdma_t *m, void *addr, size_t size, uint32_t flags,
-                         int32_t access_flags, reg_t **reg_out, missed_t tried);
+static int register_slow(grdma_t *m, void *addr, size_t size, uint32_t flags, int32_t access_flags,
+                         reg_t **reg_out, missed_t tried);
 
 /*
  * A hit found outside grdma_register's own path, handed out after the
