@@ -191,6 +191,8 @@ static void test_bypass_persist_destroy(void)
     mock_destroy_and_check(m, &dev, "bypass/persist/destroy");
 }
 
+static void test_evict_and_retry(const char *what);
+
 /* Runs with rcache_grdma_max_entries=4. */
 static void test_limits(void)
 {
@@ -258,8 +260,19 @@ static void test_limits(void)
     CHECK_MSG(7 - 4 == dev.deregistered, "%ld deregistered with all unused", dev.deregistered);
     mock_destroy_and_check(m, &dev, "limits, all in use");
 
-    /* Out of device resources: evict unused ones and retry. */
-    m = create(&dev);
+    test_evict_and_retry("evict-and-retry, limited");
+}
+
+/*
+ * Out of device resources: evict unused ones and retry; with everything in
+ * use the failure reaches the caller, and once they are unused again the
+ * next failure evicts again.
+ */
+static void test_evict_and_retry(const char *what)
+{
+    mock_dev_t dev;
+    reg_t *r[8];
+    mca_rcache_base_module_t *m = create(&dev);
     dev.capacity = 3;
     for (int i = 0; i < 3; i++) {
         m->rcache_register(m, arena + i * 2 * page, page, 0, 0, &r[i]);
@@ -267,7 +280,6 @@ static void test_limits(void)
     }
     CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 40 * page, page, 0, 0, &r[3]));
     CHECK(4 == dev.registered && 1 == dev.deregistered);
-    /* Everything in use: the failure reaches the caller. */
     m->rcache_register(m, arena + 42 * page, page, 0, 0, &r[4]);
     m->rcache_register(m, arena + 44 * page, page, 0, 0, &r[5]);
     CHECK(OPAL_ERR_OUT_OF_RESOURCE == m->rcache_register(m, arena + 46 * page, page, 0, 0, &r[6]));
@@ -275,7 +287,12 @@ static void test_limits(void)
     for (int i = 3; i < 6; i++) {
         m->rcache_deregister(m, r[i]);
     }
-    mock_destroy_and_check(m, &dev, "evict-and-retry");
+    CHECK_MSG(OPAL_SUCCESS == m->rcache_register(m, arena + 48 * page, page, 0, 0, &r[6]),
+              "%s: nothing evicted once the registrations in use were unused again", what);
+    if (NULL != r[6]) {
+        m->rcache_deregister(m, r[6]);
+    }
+    mock_destroy_and_check(m, &dev, what);
 }
 
 /* Runs with mpi_leave_pinned=0. */
@@ -355,6 +372,7 @@ int main(void)
     test_bypass_persist_destroy();
     test_fork();
     test_bad_input();
+    test_evict_and_retry("evict-and-retry");
     /* The default component is grdma. */
     mock_dev_t dev;
     mca_rcache_base_resources_t res;

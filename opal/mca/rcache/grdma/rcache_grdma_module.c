@@ -419,11 +419,13 @@ static reg_t *clock_advance(grdma_t *m)
  * no neighbour, and a hit moves nothing.  False when none can go (lock held).
  *
  * A sweep that finds every registration in use leaves clock_idle set, and
- * the next calls return at once instead of sweeping every slot again (a
- * program holding more registrations than the limits allow made each new
- * one sweep them all) until a reference dropped to none clears it
- * (idle_end).  The flag is set before the sweep: a drop that the sweep
- * missed (its slot already passed) sees it set and clears it.
+ * the next calls for the limits return at once instead of sweeping every
+ * slot again (a program holding more registrations than the limits allow
+ * made each new one sweep them all) until a reference dropped to none
+ * clears it (idle_end, in a limited cache only: the drops of others do not
+ * pay for it, and evict_one ignores the flag).  The flag is set before the
+ * sweep: a drop that the sweep missed (its slot already passed) sees it set
+ * and clears it.
  */
 static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
@@ -497,11 +499,16 @@ static __attribute__((noinline)) void evict_for_limits(grdma_t *m)
     release_chain(m, release);
 }
 
-/* Evict one unused registration; false if there is none. */
+/*
+ * Evict one unused registration (the device ran out of resources); false
+ * if there is none.  It sweeps whatever clock_idle says: only the drops of
+ * a limited cache keep that flag true to the registrations.
+ */
 static bool evict_one(grdma_t *m)
 {
     reg_t *release = NULL;
     pthread_mutex_lock(&m->lock);
+    __atomic_store_n(&m->clock_idle, false, __ATOMIC_RELAXED);
     evict_next_locked(m, &release);
     pthread_mutex_unlock(&m->lock);
     release_chain(m, release);
