@@ -45,10 +45,11 @@ static bool parse_line(const char *line, opal_proc_maps_entry_t *entry)
     return true;
 }
 
-int opal_proc_maps_foreach(bool (*fn)(const opal_proc_maps_entry_t *entry, void *arg), void *arg)
+/* Call fn for each line of the file at path (cut at 511 bytes) until it returns false. */
+static int foreach_line(const char *path, bool (*fn)(const char *line, void *arg), void *arg)
 {
     /* read(2) into a stack buffer: no stdio, no allocation. */
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return OPAL_ERR_NOT_AVAILABLE;
     }
@@ -66,14 +67,29 @@ int opal_proc_maps_foreach(bool (*fn)(const opal_proc_maps_entry_t *entry, void 
             }
             line[line_len] = '\0';
             line_len = 0;
-            opal_proc_maps_entry_t entry;
-            if (parse_line(line, &entry)) {
-                more = fn(&entry, arg);
-            }
+            more = fn(line, arg);
         }
     }
     close(fd);
     return OPAL_SUCCESS;
+}
+
+typedef struct foreach_arg_t {
+    bool (*fn)(const opal_proc_maps_entry_t *entry, void *arg);
+    void *arg;
+} foreach_arg_t;
+
+static bool entry_line(const char *line, void *arg)
+{
+    foreach_arg_t *each = arg;
+    opal_proc_maps_entry_t entry;
+    return !parse_line(line, &entry) || each->fn(&entry, each->arg);
+}
+
+int opal_proc_maps_foreach(bool (*fn)(const opal_proc_maps_entry_t *entry, void *arg), void *arg)
+{
+    foreach_arg_t each = {fn, arg};
+    return foreach_line("/proc/self/maps", entry_line, &each);
 }
 
 typedef struct find_arg_t {
@@ -100,4 +116,45 @@ int opal_proc_maps_find(uintptr_t addr, opal_proc_maps_entry_t *entry)
         return rc;
     }
     return find.found ? OPAL_SUCCESS : OPAL_ERR_NOT_FOUND;
+}
+
+typedef struct vmflag_arg_t {
+    uintptr_t addr;
+    const char *flag;
+    bool in_mapping; /* the lines since the last header are addr's mapping's */
+    bool found;
+} vmflag_arg_t;
+
+/* smaps: a maps line heads each mapping, its "VmFlags: rd ex mr ..." line comes last. */
+static bool vmflag_line(const char *line, void *arg)
+{
+    vmflag_arg_t *v = arg;
+    opal_proc_maps_entry_t entry;
+    if (parse_line(line, &entry)) {
+        if (entry.start > v->addr) {
+            return false; /* past it: no mapping holds addr */
+        }
+        v->in_mapping = v->addr < entry.end;
+        return true;
+    }
+    if (!v->in_mapping || 0 != strncmp(line, "VmFlags:", 8)) {
+        return true;
+    }
+    for (const char *p = line + 8; *p;) {
+        while (*p == ' ') {
+            p++;
+        }
+        size_t len = strcspn(p, " ");
+        v->found |= len == strlen(v->flag) && 0 == strncmp(p, v->flag, len);
+        p += len;
+    }
+    return false; /* the mapping's last line */
+}
+
+bool opal_proc_maps_vmflag(const char *smaps_path, uintptr_t addr, const char *flag)
+{
+    vmflag_arg_t v = {addr, flag, false, false};
+    return OPAL_SUCCESS ==
+               foreach_line(smaps_path ? smaps_path : "/proc/self/smaps", vmflag_line, &v) &&
+           v.found;
 }

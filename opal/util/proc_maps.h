@@ -21,4 +21,15 @@ int opal_proc_maps_foreach(bool (*fn)(const opal_proc_maps_entry_t *entry, void 
 /* The mapping that holds addr: OPAL_SUCCESS, OPAL_ERR_NOT_FOUND, or OPAL_ERR_NOT_AVAILABLE. */
 int opal_proc_maps_find(uintptr_t addr, opal_proc_maps_entry_t *entry);
 
+/*
+ * Whether the mapping that holds addr carries the two-letter flag in its
+ * "VmFlags:" line of smaps (the file at smaps_path, NULL for
+ * /proc/self/smaps), e.g. "bt" for an arm64 page guarded by BTI, which
+ * /proc/self/maps does not show.  False when it does not or cannot be
+ * told.  The kernel computes each mapping's sizes as smaps is read (a walk
+ * of its pages): the read stops at addr's mapping, but costs more than a
+ * maps lookup.
+ */
+bool opal_proc_maps_vmflag(const char *smaps_path, uintptr_t addr, const char *flag);
+
 #endif

@@ -147,7 +147,11 @@ int mca_patcher_base_with_writable(uintptr_t addr, size_t len, void (*write)(voi
 int mca_patcher_base_with_code_writable(uintptr_t addr, size_t len, void (*write)(void *arg),
                                         void *arg, const char **reason);
 
-/* The page protection (PROT_* bits) of the mapping holding addr, from /proc/self/maps. */
+/*
+ * The page protection (PROT_* bits) of the mapping holding addr, from
+ * /proc/self/maps; on arm64 with PROT_BTI for a page guarded by BTI
+ * (smaps' "bt"), which maps does not show.
+ */
 int mca_patcher_base_page_protection(uintptr_t addr, int *prot);
 
 #endif

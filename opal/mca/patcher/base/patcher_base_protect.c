@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,12 +22,32 @@ static pthread_mutex_t protect_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define MAX_PAGES 8
 
+/*
+ * PROT_BTI if the code page at addr is guarded by BTI (arm64): the loader
+ * maps objects built for it so where the CPU has it, and /proc/self/maps
+ * does not say so.  Restoring the protection read there would drop the
+ * guard, so it is asked of smaps ("bt"), where the CPU has BTI.
+ */
+static int bti_bit(uintptr_t addr, int prot)
+{
+#if defined(PROT_BTI) && defined(HWCAP2_BTI)
+    return (prot & PROT_EXEC) && (getauxval(AT_HWCAP2) & HWCAP2_BTI) &&
+                   opal_proc_maps_vmflag(NULL, addr, "bt")
+               ? PROT_BTI
+               : 0;
+#else
+    (void) addr;
+    (void) prot;
+    return 0;
+#endif
+}
+
 int mca_patcher_base_page_protection(uintptr_t addr, int *prot)
 {
     opal_proc_maps_entry_t entry;
     int rc = opal_proc_maps_find(addr, &entry);
     if (OPAL_SUCCESS == rc) {
-        *prot = entry.prot;
+        *prot = entry.prot | bti_bit(addr, entry.prot);
     }
     return rc;
 }

@@ -1,0 +1,74 @@
+/*
+ * opal/util/proc_maps: a mapping's VmFlags from smaps (what maps does not
+ * show, e.g. "bt" for an arm64 page guarded by BTI, which a patch's
+ * mprotect must keep).  Against a written smaps text (flags of the mapping
+ * holding the address only, none for an address no mapping holds, whole
+ * flags only), then natively against /proc/self/smaps: a private
+ * read-write page says rd, wr and not ex; a read-only one rd and not wr.
+ * qemu-user passes the host's smaps through, so the second part is
+ * skipped there (the first still runs).
+ */
+#include "opal_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "opal/util/proc_maps.h"
+#include "test/support/emulated.h"
+#include "test/support/test_util.h"
+
+static const char
+    smaps_text[] = "400000-401000 r-xp 00000000 fe:00 12 /usr/bin/prog\n"
+                   "Size:                  4 kB\n"
+                   "AnonHugePages:         0 kB\n"
+                   "VmFlags: rd ex mr mw me bt \n"
+                   "7f0000000000-7f0000002000 rw-p 00000000 00:00 0 \n"
+                   "Size:                  8 kB\n"
+                   "VmFlags: rd wr mr mw me ac btx\n"
+                   "7f0000005000-7f0000006000 r-xp 00000000 fe:00 13 /usr/lib/libc.so.6\n"
+                   "VmFlags: rd ex mr mw me\n";
+
+int main(void)
+{
+    char path[] = "/tmp/proc_maps_test.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    CHECK((ssize_t) (sizeof(smaps_text) - 1) == write(fd, smaps_text, sizeof(smaps_text) - 1));
+    close(fd);
+    CHECK_MSG(opal_proc_maps_vmflag(path, 0x400800, "bt"), "bt of the first mapping not found");
+    CHECK_MSG(opal_proc_maps_vmflag(path, 0x400000, "ex"), "ex at the first byte not found");
+    CHECK_MSG(!opal_proc_maps_vmflag(path, 0x401000, "bt"),
+              "an address past the mapping has its flags");
+    CHECK_MSG(!opal_proc_maps_vmflag(path, 0x7f0000001000, "bt"), "btx taken for bt");
+    CHECK_MSG(opal_proc_maps_vmflag(path, 0x7f0000001000, "ac"),
+              "ac of the second mapping not found");
+    CHECK_MSG(!opal_proc_maps_vmflag(path, 0x7f0000003000, "rd"),
+              "a gap between mappings has flags");
+    CHECK_MSG(opal_proc_maps_vmflag(path, 0x7f0000005fff, "rd") &&
+                  !opal_proc_maps_vmflag(path, 0x7f0000005fff, "bt"),
+              "the last mapping's flags are wrong");
+    CHECK(!opal_proc_maps_vmflag("/nonexistent/smaps", 0x400000, "rd"));
+    unlink(path);
+
+    if (test_emulated()) {
+        printf("note: emulated: /proc/self/smaps is the host's, not checked\n");
+        return test_finish("proc_maps_test");
+    }
+    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    unsigned char *rw = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                             0);
+    unsigned char *ro = mmap(NULL, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(MAP_FAILED != rw && MAP_FAILED != ro);
+    CHECK_MSG(opal_proc_maps_vmflag(NULL, (uintptr_t) rw, "rd") &&
+                  opal_proc_maps_vmflag(NULL, (uintptr_t) rw + page - 1, "wr") &&
+                  !opal_proc_maps_vmflag(NULL, (uintptr_t) rw, "ex"),
+              "a private read-write page's VmFlags are not rd wr without ex");
+    CHECK_MSG(opal_proc_maps_vmflag(NULL, (uintptr_t) ro, "rd") &&
+                  !opal_proc_maps_vmflag(NULL, (uintptr_t) ro, "wr"),
+              "a read-only page's VmFlags are not rd without wr");
+    munmap(rw, page);
+    munmap(ro, page);
+    return test_finish("proc_maps_test");
+}
