@@ -14,6 +14,7 @@
 #include "bench/rcache/rcache_bench.h"
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/base.h"
+#include "test/support/rcache_noop.h"
 #ifdef BENCH_HAVE_UCX_HEADERS
 #    include <ucm/api/ucm.h>
 #    include <ucs/memory/rcache.h>
@@ -108,20 +109,9 @@ void *bench_cached_page(unsigned char *base, size_t n, size_t i)
 
 static mca_rcache_base_module_t *ours;
 
-static int noop_reg(void *d, void *b, size_t s, mca_rcache_base_registration_t *r)
-{
-    return OPAL_SUCCESS;
-}
-static int noop_dereg(void *d, mca_rcache_base_registration_t *r)
-{
-    return OPAL_SUCCESS;
-}
 static int ours_create(void)
 {
-    mca_rcache_base_resources_t res = {.cache_name = "bench",
-                                       .sizeof_reg = sizeof(mca_rcache_base_registration_t),
-                                       .register_mem = noop_reg,
-                                       .deregister_mem = noop_dereg};
+    mca_rcache_base_resources_t res = rcache_noop_resources("bench");
     ours = mca_rcache_base_module_create("grdma", NULL, &res);
     return ours && ours->rcache_hooked ? 0 : -1;
 }

@@ -25,21 +25,11 @@
 
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
+#include "test/support/rcache_noop.h"
 
 #define N 2000
 #define PAGE 4096
 #define SAMPLES 15
-
-static int reg_noop(void *d, void *b, size_t s, mca_rcache_base_registration_t *r)
-{
-    (void) d, (void) b, (void) s, (void) r;
-    return OPAL_SUCCESS;
-}
-static int dereg_noop(void *d, mca_rcache_base_registration_t *r)
-{
-    (void) d, (void) r;
-    return OPAL_SUCCESS;
-}
 
 static double now(void)
 {
@@ -73,10 +63,7 @@ static void touch(char *p)
 int main(int argc, char **argv)
 {
     opal_init_util(&argc, &argv);
-    mca_rcache_base_resources_t res = {.cache_name = "uffd-bench",
-                                       .sizeof_reg = sizeof(mca_rcache_base_registration_t),
-                                       .register_mem = reg_noop,
-                                       .deregister_mem = dereg_noop};
+    mca_rcache_base_resources_t res = rcache_noop_resources("uffd-bench");
     rc = mca_rcache_base_module_create(NULL, NULL, &res);
     if (NULL == rc) {
         fprintf(stderr, "cannot create the rcache\n");

@@ -23,20 +23,10 @@
 #include "opal/mca/rcache/base/base.h"
 #include "opal/memoryhooks/memory_uffd.h"
 #include "opal/runtime/opal.h"
+#include "test/support/rcache_noop.h"
 #include "test/support/test_util.h"
 
 #define PAGE 4096
-
-static int reg_noop(void *d, void *b, size_t s, mca_rcache_base_registration_t *r)
-{
-    (void) d, (void) b, (void) s, (void) r;
-    return OPAL_SUCCESS;
-}
-static int dereg_noop(void *d, mca_rcache_base_registration_t *r)
-{
-    (void) d, (void) r;
-    return OPAL_SUCCESS;
-}
 
 static mca_rcache_base_module_t *rc;
 
@@ -87,10 +77,7 @@ int main(int argc, char **argv)
         return 1;
     }
     CHECK(OPAL_SUCCESS == opal_init_util(&argc, &argv));
-    mca_rcache_base_resources_t res = {.cache_name = "uffd-foreign",
-                                       .sizeof_reg = sizeof(mca_rcache_base_registration_t),
-                                       .register_mem = reg_noop,
-                                       .deregister_mem = dereg_noop};
+    mca_rcache_base_resources_t res = rcache_noop_resources("uffd-foreign");
     rc = mca_rcache_base_module_create(NULL, NULL, &res);
     if (NULL == rc || (!expect_stale && NULL == rc->rcache_uffd)) {
         fprintf(stderr, "no cache with the userfaultfd source (see above)\n");
