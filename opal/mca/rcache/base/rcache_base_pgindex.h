@@ -128,7 +128,8 @@ void mca_rcache_base_pgindex_remove(mca_rcache_base_pgindex_t *idx, void *item);
 /*
  * Growing: the caller allocates a table outside its lock when wanted() says so
  * (the log2 of its lines, 0 if none is needed: more than 3/4 of the slots
- * used, or many lines overflowed since it was built), then installs it
+ * used, or many lines overflowed and as many entries left since it was
+ * built), then installs it
  * under the lock with rehash(), which returns it when it was not needed
  * any more (free it with table_free outside the lock), else NULL: then
  * call release() outside the lock to give the replaced table's lines back.
@@ -244,7 +245,7 @@ mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
             return rc;
         }
     }
-    /* Past the key's own slot: the table's size is read here only (a hit has returned). */
+    /* Past the key's own slot: the mask is computed here only (a hit has returned). */
     const size_t mask = ((size_t) 1 << t->bits) - 1;
     for (size_t n = 0; n <= mask; n++) {
         uintptr_t key0 = __atomic_load_n(&e[0].key, __ATOMIC_RELAXED);

@@ -422,10 +422,10 @@ static reg_t *clock_advance(grdma_t *m)
  * the next calls for the limits return at once instead of sweeping every
  * slot again (a program holding more registrations than the limits allow
  * made each new one sweep them all) until a reference dropped to none
- * clears it (idle_end, in a limited cache only: the drops of others do not
- * pay for it, and evict_one ignores the flag).  The flag is set before the
- * sweep: a drop that the sweep missed (its slot already passed) sees it set
- * and clears it.
+ * clears it (idle_end: the lock-free drops call it in a limited cache only,
+ * so that the drops of others do not pay for it, and evict_one ignores the
+ * flag).  The flag is set before the sweep: a drop that the sweep missed
+ * (its slot already passed) sees it set and clears it.
  */
 static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
@@ -462,8 +462,11 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
     return false;
 }
 
-/* A registration of a limited cache is unused now (its count dropped to 0): the CLOCK may take it.
- * The count's drop comes before the flag is read (the fence pairs with evict_next_locked's). */
+/*
+ * A registration of a limited cache is unused now (its count dropped to 0):
+ * the CLOCK may take it.  The count's drop comes before the flag is read
+ * (the fence pairs with evict_next_locked's).
+ */
 static inline void idle_end(grdma_t *m)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -725,12 +728,18 @@ static bool slab_alloc(grdma_t *m)
         last = reg;
     }
     link_set(last, NULL);
-    void *head = __atomic_load_n(&m->slabs, __ATOMIC_RELAXED);
-    do {
-        *(void **) slab = head; /* the slab's first line links the slabs */
-    } while (!__atomic_compare_exchange_n(&m->slabs, &head, slab, true, __ATOMIC_RELEASE,
-                                          __ATOMIC_RELAXED));
-    __atomic_add_fetch(&m->nslabs, 1, __ATOMIC_RELEASE);
+    /*
+     * Linked and counted in one locked step: a CLOCK sweep (locked) that
+     * counted the slabs before a new one was linked would walk the longer
+     * cycle with the shorter count, pass some slots once instead of twice,
+     * and leave clock_idle set over an unused registration it never came
+     * back to.
+     */
+    pthread_mutex_lock(&m->lock);
+    *(void **) slab = m->slabs; /* the slab's first line links the slabs */
+    __atomic_store_n(&m->slabs, slab, __ATOMIC_RELEASE);
+    __atomic_store_n(&m->nslabs, m->nslabs + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&m->lock);
     stack_push(&m->spare, first, last);
     return true;
 }
