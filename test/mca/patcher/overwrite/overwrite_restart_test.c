@@ -21,14 +21,18 @@
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
 #include "test/support/emulated.h"
 
-#if defined(__x86_64__)
+#if !defined(__x86_64__)
+int main(void)
+{
+    TEST_SKIP("the sleeping target is written for x86-64 only");
+}
+#else
 static const unsigned char read_fn[] = {
     0x31, 0xc0, /* xor %eax,%eax: SYS_read */
     0x90,       /* nop */
     0x0f, 0x05, /* syscall: ends at +5, where the jump ends */
     0xc3,       /* ret */
 };
-#endif
 
 typedef long (*read_fn_t)(long fd, long buf, long count);
 
@@ -70,9 +74,6 @@ static bool asleep_in_read(pid_t tid)
 
 int main(void)
 {
-#if !defined(__x86_64__)
-    TEST_SKIP("the sleeping target is written for x86-64 only");
-#else
     if (test_emulated()) {
         TEST_SKIP("under an emulator /proc shows the host thread's system call, not the guest's");
     }
@@ -118,5 +119,5 @@ int main(void)
     mca_patcher_base_restore_patches(patcher, NULL, NULL);
     opal_finalize_util();
     return test_finish("overwrite_restart_test");
-#endif
 }
+#endif
