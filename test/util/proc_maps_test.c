@@ -1,12 +1,13 @@
 /*
  * opal/util/proc_maps: a mapping's VmFlags from smaps (what maps does not
  * show, e.g. "bt" for an arm64 page guarded by BTI, which a patch's
- * mprotect must keep).  Against a written smaps text (flags of the mapping
- * holding the address only, none for an address no mapping holds, whole
- * flags only), then natively against /proc/self/smaps: a private
- * read-write page says rd, wr and not ex; a read-only one rd and not wr.
- * qemu-user passes the host's smaps through, so the second part is
- * skipped there (the first still runs).
+ * mprotect must keep).  Against a written smaps text (the flags of the
+ * mapping holding the address only, none for an address between mappings
+ * or past the last one, whole flags only; addresses that fit 32 bits),
+ * then natively against /proc/self/smaps: a private read-write page says
+ * rd, wr and not ex; a read-only one rd and not wr.  qemu-user passes the
+ * host's smaps through, so the second part is skipped there (the first
+ * still runs).
  */
 #include "opal_config.h"
 
@@ -19,16 +20,15 @@
 #include "test/support/emulated.h"
 #include "test/support/test_util.h"
 
-static const char
-    smaps_text[] = "400000-401000 r-xp 00000000 fe:00 12 /usr/bin/prog\n"
-                   "Size:                  4 kB\n"
-                   "AnonHugePages:         0 kB\n"
-                   "VmFlags: rd ex mr mw me bt \n"
-                   "7f0000000000-7f0000002000 rw-p 00000000 00:00 0 \n"
-                   "Size:                  8 kB\n"
-                   "VmFlags: rd wr mr mw me ac btx\n"
-                   "7f0000005000-7f0000006000 r-xp 00000000 fe:00 13 /usr/lib/libc.so.6\n"
-                   "VmFlags: rd ex mr mw me\n";
+static const char smaps_text[] = "400000-401000 r-xp 00000000 fe:00 12 /usr/bin/prog\n"
+                                 "Size:                  4 kB\n"
+                                 "AnonHugePages:         0 kB\n"
+                                 "VmFlags: rd ex mr mw me bt \n"
+                                 "7f000000-7f002000 rw-p 00000000 00:00 0 \n"
+                                 "Size:                  8 kB\n"
+                                 "VmFlags: rd wr mr mw me ac btx\n"
+                                 "7f005000-7f006000 r-xp 00000000 fe:00 13 /usr/lib/libc.so.6\n"
+                                 "VmFlags: rd ex mr mw me\n";
 
 int main(void)
 {
@@ -41,14 +41,13 @@ int main(void)
     CHECK_MSG(opal_proc_maps_vmflag(path, 0x400000, "ex"), "ex at the first byte not found");
     CHECK_MSG(!opal_proc_maps_vmflag(path, 0x401000, "bt"),
               "an address past the mapping has its flags");
-    CHECK_MSG(!opal_proc_maps_vmflag(path, 0x7f0000001000, "bt"), "btx taken for bt");
-    CHECK_MSG(opal_proc_maps_vmflag(path, 0x7f0000001000, "ac"),
-              "ac of the second mapping not found");
-    CHECK_MSG(!opal_proc_maps_vmflag(path, 0x7f0000003000, "rd"),
-              "a gap between mappings has flags");
-    CHECK_MSG(opal_proc_maps_vmflag(path, 0x7f0000005fff, "rd") &&
-                  !opal_proc_maps_vmflag(path, 0x7f0000005fff, "bt"),
+    CHECK_MSG(!opal_proc_maps_vmflag(path, 0x7f001000, "bt"), "btx taken for bt");
+    CHECK_MSG(opal_proc_maps_vmflag(path, 0x7f001000, "ac"), "ac of the second mapping not found");
+    CHECK_MSG(!opal_proc_maps_vmflag(path, 0x7f003000, "rd"), "a gap between mappings has flags");
+    CHECK_MSG(opal_proc_maps_vmflag(path, 0x7f005fff, "rd") &&
+                  !opal_proc_maps_vmflag(path, 0x7f005fff, "bt"),
               "the last mapping's flags are wrong");
+    CHECK_MSG(!opal_proc_maps_vmflag(path, 0x7f006000, "rd"), "past the last mapping has flags");
     CHECK(!opal_proc_maps_vmflag("/nonexistent/smaps", 0x400000, "rd"));
     unlink(path);
 
