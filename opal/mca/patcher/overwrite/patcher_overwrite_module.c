@@ -17,6 +17,9 @@
  * with the same intercept and original bytes, adopts the page it finds in
  * /proc/self/maps whose content is exactly what it would build.  So the
  * pages stay bounded by the distinct patches made over the process's life.
+ * The header also names the page of ours whose jump the trampoline
+ * relocated, if any: a patch that would chain back to its own intercept
+ * through our jumps is declined (loop_below).
  */
 #include "opal_config.h"
 
@@ -44,8 +47,14 @@
 /* Static executables may be linked without libdl: then there is no dlsym. */
 #pragma weak dlsym
 
-#define MAGIC "opal-ow1"  /* 8 bytes, then the patch point */
-#define HOP_OFFSET 16     /* the hop, after the header */
+/*
+ * A page's header: 8 bytes of magic, the patch point, and the page of ours
+ * whose entry jump this page's trampoline relocated (0 if none: see
+ * loop_below).
+ */
+#define MAGIC        "opal-ow2"
+#define BELOW_OFFSET 16
+#define HOP_OFFSET   32 /* the hop, after the header */
 /* The trampoline, after the hop, 16-aligned. */
 #define TRAMP_OFFSET (HOP_OFFSET + ((arch()->hop_size + 15) & ~(size_t) 15))
 
@@ -163,23 +172,38 @@ static int decline(const char *symbol, uintptr_t func, const char *why)
 
 /* Header, hop and trampoline for the patch point 'at' as they would be at 'mem'. */
 static int build_page(unsigned char *buf, uintptr_t mem, uintptr_t at, uintptr_t intercept,
-                      mca_patcher_overwrite_reloc_t *reloc, char *why, size_t why_size)
+                      uintptr_t below, mca_patcher_overwrite_reloc_t *reloc, char *why,
+                      size_t why_size)
 {
     /* Zeros between the hop and the trampoline: a page to adopt is compared byte for byte. */
     memset(buf, 0, TRAMP_OFFSET);
     memcpy(buf, MAGIC, 8);
     memcpy(buf + 8, &at, sizeof(at));
+    memcpy(buf + BELOW_OFFSET, &below, sizeof(below));
     arch()->hop(buf + HOP_OFFSET, mem + HOP_OFFSET, intercept, at);
     return arch()->relocate(at, buf + TRAMP_OFFSET, mem + TRAMP_OFFSET, reloc, why, why_size);
 }
 
 typedef struct adopt_ctx_t {
-    uintptr_t at, intercept;
+    uintptr_t at, intercept, below;
     size_t page;
     unsigned char *buf;  /* scratch, one page */
     uintptr_t found;
     mca_patcher_overwrite_reloc_t reloc;
 } adopt_ctx_t;
+
+/* Whether the page at mem is one of ours for the patch point 'at' (its header). */
+static bool page_for(uintptr_t mem, uintptr_t at)
+{
+    return 0 == memcmp((void *) mem, MAGIC, 8) && 0 == memcmp((void *) (mem + 8), &at, sizeof(at));
+}
+
+/* Whether a mapping may hold pages of ours near 'at': private, read-execute, small. */
+static bool may_hold_ours(const opal_proc_maps_entry_t *e, uintptr_t at, size_t page)
+{
+    return e->prot == (PROT_READ | PROT_EXEC) && 0 == e->inode && '\0' == e->path_start[0] &&
+           e->end - e->start <= 64 * page && near(e->start, at, 2 * page);
+}
 
 static bool page_in_list(uintptr_t mem)
 {
@@ -195,23 +219,75 @@ static bool page_in_list(uintptr_t mem)
 static bool adopt_visit(const opal_proc_maps_entry_t *e, void *arg)
 {
     adopt_ctx_t *c = arg;
-    if (e->prot != (PROT_READ | PROT_EXEC) || e->inode != 0 || e->path_start[0] != '\0' ||
-        e->end - e->start > 64 * c->page || !near(e->start, c->at, 2 * c->page)) {
+    if (!may_hold_ours(e, c->at, c->page)) {
         return true;
     }
     for (uintptr_t mem = e->start; mem < e->end; mem += c->page) {
-        if (memcmp((void *) mem, MAGIC, 8) || memcmp((void *) (mem + 8), &c->at, sizeof(c->at)) ||
-            page_in_list(mem)) {
+        if (!page_for(mem, c->at) || page_in_list(mem)) {
             continue;
         }
         char why[160];
-        if (OPAL_SUCCESS == build_page(c->buf, mem, c->at, c->intercept, &c->reloc, why, sizeof(why)) &&
+        if (OPAL_SUCCESS == build_page(c->buf, mem, c->at, c->intercept, c->below, &c->reloc, why,
+                                       sizeof(why)) &&
             0 == memcmp((void *) mem, c->buf, TRAMP_OFFSET + c->reloc.tramp_len)) {
             c->found = mem;
             return false;
         }
     }
     return true;
+}
+
+typedef struct jump_ctx_t {
+    uintptr_t at;
+    size_t page;
+    uintptr_t found;
+} jump_ctx_t;
+
+/* A page of ours for the patch point whose entry jump is what lies there. */
+static bool jump_visit(const opal_proc_maps_entry_t *e, void *arg)
+{
+    jump_ctx_t *c = arg;
+    unsigned char jump[MCA_PATCHER_PATCH_MAX_BYTES];
+    for (uintptr_t mem = e->start; may_hold_ours(e, c->at, c->page) && mem < e->end;
+         mem += c->page) {
+        if (page_for(mem, c->at) && arch()->entry_jump(jump, c->at, mem + HOP_OFFSET) &&
+            0 == memcmp(jump, (const void *) c->at, arch()->jump_size)) {
+            c->found = mem;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether the hop of our page at mem leads to intercept. */
+static bool hop_leads_to(uintptr_t mem, uintptr_t at, uintptr_t intercept)
+{
+    unsigned char hop[256];
+    if (arch()->hop_size > sizeof(hop)) {
+        return false;
+    }
+    arch()->hop(hop, mem + HOP_OFFSET, intercept, at);
+    return 0 == memcmp(hop, (const void *) (mem + HOP_OFFSET), arch()->hop_size);
+}
+
+/*
+ * The page of ours whose entry jump lies at 'at' (a live patch, or one a
+ * failed restore left, perhaps by an earlier instance of this component:
+ * its list is gone), or 0; in *loops whether that jump leads to
+ * 'intercept', itself or through the pages its trampoline and theirs
+ * relocated (each header says which).  A trampoline relocating such a jump
+ * would make the intercept, chaining to it, call itself forever.
+ */
+static uintptr_t loop_below(uintptr_t at, uintptr_t intercept, size_t page, bool *loops)
+{
+    jump_ctx_t c = {.at = at, .page = page};
+    opal_proc_maps_foreach(jump_visit, &c);
+    *loops = false;
+    for (uintptr_t mem = c.found, n = 0; mem && page_for(mem, at) && !*loops && n < 64; n++) {
+        *loops = hop_leads_to(mem, at, intercept);
+        memcpy(&mem, (const void *) (mem + BELOW_OFFSET), sizeof(mem));
+    }
+    return c.found;
 }
 
 /* Build (or adopt) the hop and trampoline for the patch point 'at' in a near page. */
@@ -226,7 +302,21 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
         free(scratch);
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    adopt_ctx_t ctx = {.at = at, .intercept = intercept, .page = page, .buf = scratch};
+    bool loops;
+    const uintptr_t below = loop_below(at, intercept, page, &loops);
+    if (loops) {
+        free(t);
+        free(scratch);
+        return decline(symbol, func,
+                       "a jump of ours that leads to the same intercept is there already (a "
+                       "live patch, or one a failed restore left): patching over it would make "
+                       "the intercept call itself");
+    }
+    adopt_ctx_t ctx = {.at = at,
+                       .intercept = intercept,
+                       .below = below,
+                       .page = page,
+                       .buf = scratch};
     opal_proc_maps_foreach(adopt_visit, &ctx);
     free(scratch);
     unsigned char *mem = (unsigned char *) ctx.found;
@@ -242,7 +332,8 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
             return decline(symbol, func, why);
         }
         char why[160];
-        int rc = build_page(mem, (uintptr_t) mem, at, intercept, &t->reloc, why, sizeof(why));
+        int rc = build_page(mem, (uintptr_t) mem, at, intercept, below, &t->reloc, why,
+                            sizeof(why));
         if (OPAL_SUCCESS != rc) {
             munmap(mem, page);
             free(t);
@@ -475,15 +566,21 @@ static int overwrite_patch_init(void)
 
 /*
  * Every patch is restored by now.  Forget the trampolines but keep their
- * pages (see the top of this file): a later patch adopts them.
+ * pages (see the top of this file): a later patch adopts them.  A stuck
+ * one stays listed: its jump is still in place, which adoption (from the
+ * bytes at the patch point) cannot recognize, and find_tramp takes it back.
  */
 static int overwrite_patch_fini(void)
 {
     mca_patcher_overwrite_dl_fini();
     pthread_mutex_lock(&overwrite_lock);
-    while (tramps) {
-        overwrite_tramp_t *t = tramps;
-        tramps = t->next;
+    for (overwrite_tramp_t **link = &tramps; *link;) {
+        overwrite_tramp_t *t = *link;
+        if (t->stuck) {
+            link = &t->next;
+            continue;
+        }
+        *link = t->next;
         free(t);
     }
 #if MCA_PATCHER_OVERWRITE_HAVE_ARCH

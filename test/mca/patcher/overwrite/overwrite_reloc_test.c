@@ -37,6 +37,15 @@ static long intercept(long a, long b, long c, long d, long e, long f)
     return chain(a, b, c, d, e, f);
 }
 
+/* Another one, patched over the first (stacking). */
+static fn6_t outer_chain;
+static volatile int outer_intercepted;
+static long outer_intercept(long a, long b, long c, long d, long e, long f)
+{
+    outer_intercepted++;
+    return outer_chain(a, b, c, d, e, f);
+}
+
 typedef struct {
     unsigned char snap[32];
     int prot;
@@ -239,12 +248,31 @@ int main(void)
     reloc_arch_cases(&cp, base);
     check_wx_decline(base);
 
-    /* Stacking on ourselves: patch twice, restore both (newest first). */
+    /*
+     * Stacking on ourselves: another intercept patched over the first, each
+     * call runs both once; the first one again on top would call itself
+     * (its chain reaching its own jump below): declined.  Both restored,
+     * newest first.
+     */
     code_state_t before;
     snapshot((uintptr_t) base, &before);
-    CHECK(OPAL_SUCCESS == patcher->patch_address((uintptr_t) base, (uintptr_t) intercept));
-    CHECK(OPAL_SUCCESS == patcher->patch_address((uintptr_t) base, (uintptr_t) intercept));
-    CHECK(2 == census().count);
+    fn6_t fn = (fn6_t) base;
+    CHECK(OPAL_SUCCESS == patcher->patch_address_chain((uintptr_t) base, (uintptr_t) intercept,
+                                                       (uintptr_t *) &chain));
+    CHECK(OPAL_SUCCESS == patcher->patch_address_chain((uintptr_t) base,
+                                                       (uintptr_t) outer_intercept,
+                                                       (uintptr_t *) &outer_chain));
+    intercepted = outer_intercepted = 0;
+    CHECK_MSG(43 == fn(1, 0, 0, 0, 0, 0) && 1 == intercepted && 1 == outer_intercepted,
+              "stacked: intercepts ran %d and %d times", intercepted, outer_intercepted);
+    fn6_t kept = chain;
+    CHECK_MSG(OPAL_ERR_NOT_SUPPORTED == patcher->patch_address_chain((uintptr_t) base,
+                                                                     (uintptr_t) intercept,
+                                                                     (uintptr_t *) &chain),
+              "the first intercept patched again over its own jump below");
+    CHECK(kept == chain && 2 == census().count);
+    intercepted = outer_intercepted = 0;
+    CHECK(43 == fn(1, 0, 0, 0, 0, 0) && 1 == intercepted && 1 == outer_intercepted);
     mca_patcher_base_restore_patches(patcher, NULL, NULL);
     check_unchanged("patched twice", (uintptr_t) base, &before);
 
