@@ -418,20 +418,12 @@ static reg_t *clock_advance(grdma_t *m)
  * cache keeps no list in eviction order: unlinking a registration touches
  * no neighbour, and a hit moves nothing.  False when none can go (lock held).
  *
- * A sweep that finds every registration in use leaves clock_idle set, and
- * the next calls for the limits return at once instead of sweeping every
- * slot again (a program holding more registrations than the limits allow
- * made each new one sweep them all) until a reference dropped to none
- * clears it (idle_end: the lock-free drops call it in a limited cache only,
- * so that the drops of others do not pay for it, and evict_one ignores the
- * flag).  The flag is set before the sweep: a drop that the sweep missed
- * (its slot already passed) sees it set and clears it.
+ * A sweep that finds every registration in use leaves clock_idle set.  The
+ * flag is set before the sweep: a drop that the sweep missed (its slot
+ * already passed) sees it set and clears it (idle_end).
  */
 static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
-    if (__atomic_load_n(&m->clock_idle, __ATOMIC_RELAXED)) {
-        return false;
-    }
     __atomic_store_n(&m->clock_idle, true, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the flag before the states (idle_end's pair) */
     const size_t slabs = __atomic_load_n(&m->nslabs, __ATOMIC_ACQUIRE);
@@ -484,11 +476,19 @@ static inline bool over_limits(const grdma_t *m, size_t add_entries, size_t add_
                && __atomic_load_n(&m->cached_bytes, __ATOMIC_RELAXED) + add_bytes > m->max_bytes);
 }
 
-/* Evict until adding this much fits, as far as unused registrations allow (lock held). */
+/*
+ * Evict until adding this much fits, as far as unused registrations allow
+ * (lock held).  After a sweep that found every registration in use, the
+ * next calls return at once until a reference drops to none (idle_end,
+ * called by the drops of a limited cache only, so that the drops of others
+ * do not pay for it): a program holding more registrations than the limits
+ * allow made each new one sweep them all.
+ */
 static void evict_for_limits_locked(grdma_t *m, size_t add_entries, size_t add_bytes,
                                     reg_t **release)
 {
-    while (over_limits(m, add_entries, add_bytes) && evict_next_locked(m, release)) {
+    while (over_limits(m, add_entries, add_bytes) &&
+           !__atomic_load_n(&m->clock_idle, __ATOMIC_RELAXED) && evict_next_locked(m, release)) {
     }
 }
 
@@ -502,16 +502,11 @@ static __attribute__((noinline)) void evict_for_limits(grdma_t *m)
     release_chain(m, release);
 }
 
-/*
- * Evict one unused registration (the device ran out of resources); false
- * if there is none.  It sweeps whatever clock_idle says: only the drops of
- * a limited cache keep that flag true to the registrations.
- */
+/* Evict one unused registration (the device ran out of resources); false if there is none. */
 static bool evict_one(grdma_t *m)
 {
     reg_t *release = NULL;
     pthread_mutex_lock(&m->lock);
-    __atomic_store_n(&m->clock_idle, false, __ATOMIC_RELAXED);
     evict_next_locked(m, &release);
     pthread_mutex_unlock(&m->lock);
     release_chain(m, release);
