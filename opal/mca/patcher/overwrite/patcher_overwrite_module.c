@@ -243,15 +243,21 @@ typedef struct jump_ctx_t {
     uintptr_t found;
 } jump_ctx_t;
 
+/* Whether the entry jump to the hop of our page at mem is what lies at 'at'. */
+static bool jump_to_page_at(uintptr_t at, uintptr_t mem)
+{
+    unsigned char jump[MCA_PATCHER_PATCH_MAX_BYTES];
+    return arch()->entry_jump(jump, at, mem + HOP_OFFSET) &&
+           0 == memcmp(jump, (const void *) at, arch()->jump_size);
+}
+
 /* A page of ours for the patch point whose entry jump is what lies there. */
 static bool jump_visit(const opal_proc_maps_entry_t *e, void *arg)
 {
     jump_ctx_t *c = arg;
-    unsigned char jump[MCA_PATCHER_PATCH_MAX_BYTES];
     for (uintptr_t mem = e->start; may_hold_ours(e, c->at, c->page) && mem < e->end;
          mem += c->page) {
-        if (page_for(mem, c->at) && arch()->entry_jump(jump, c->at, mem + HOP_OFFSET) &&
-            0 == memcmp(jump, (const void *) c->at, arch()->jump_size)) {
+        if (page_for(mem, c->at) && jump_to_page_at(c->at, mem)) {
             c->found = mem;
             return false;
         }
@@ -359,9 +365,7 @@ static int make_tramp(const char *symbol, uintptr_t func, uintptr_t at, uintptr_
 /* Whether t's entry jump is what lies at its patch point. */
 static bool jump_in_place(const overwrite_tramp_t *t)
 {
-    unsigned char jump[MCA_PATCHER_PATCH_MAX_BYTES];
-    return arch()->entry_jump(jump, t->at, (uintptr_t) t->page + HOP_OFFSET) &&
-           0 == memcmp(jump, (const void *) t->at, arch()->jump_size);
+    return jump_to_page_at(t->at, (uintptr_t) t->page);
 }
 
 /*
