@@ -126,13 +126,13 @@ void mca_rcache_base_pgindex_insert(mca_rcache_base_pgindex_t *idx, void *item, 
 void mca_rcache_base_pgindex_remove(mca_rcache_base_pgindex_t *idx, void *item);
 
 /*
- * Growing: the caller allocates a table outside its lock when wanted() says so
- * (the log2 of its lines, 0 if none is needed: more than 3/4 of the slots
- * used, or many lines overflowed and as many entries left since it was
- * built), then installs it
- * under the lock with rehash(), which returns it when it was not needed
- * any more (free it with table_free outside the lock), else NULL: then
- * call release() outside the lock to give the replaced table's lines back.
+ * Growing: the caller allocates a table outside its lock when wanted() says
+ * so (the log2 of its lines, 0 if none is needed: more than 3/4 of the
+ * slots used, or many lines overflowed and as many entries left since it
+ * was built), then installs it under the lock with rehash(), which returns
+ * it when it was not needed any more (free it with table_free outside the
+ * lock), else NULL: then call release() outside the lock to give the
+ * replaced table's lines back.
  */
 unsigned mca_rcache_base_pgindex_wanted(const mca_rcache_base_pgindex_t *idx);
 mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(unsigned bits);
