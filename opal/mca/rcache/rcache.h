@@ -73,7 +73,11 @@ typedef struct mca_rcache_base_resources_t {
 
 typedef struct mca_rcache_base_module_t mca_rcache_base_module_t;
 
-/* Register [addr, addr+size): a registration with a reference taken. */
+/*
+ * Register [addr, addr+size): a registration with a reference taken.  A
+ * range past the end of the address space is OPAL_ERR_BAD_PARAM (so is
+ * one for invalidate_range).
+ */
 typedef int (*mca_rcache_base_module_register_fn_t)(mca_rcache_base_module_t *rcache, void *addr,
                                                     size_t size, uint32_t flags,
                                                     int32_t access_flags,

@@ -116,6 +116,12 @@ static inline uintptr_t page_of(const void *addr)
     return (uintptr_t) addr >> page_shift;
 }
 
+/* [addr, addr + size) runs past the end of the address space: its last byte would wrap. */
+static inline bool range_wraps(const void *addr, size_t size)
+{
+    return 0 != size && size - 1 > UINTPTR_MAX - (uintptr_t) addr;
+}
+
 /*
  * Registrations are carved from slabs of SLAB_BYTES, each one aligned to a
  * cache line so that what a hit touches (the public fields and the state
@@ -868,6 +874,13 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         return OPAL_ERR_BAD_PARAM;
     }
     *reg_out = NULL;
+    /*
+     * Checked here only: the hit path's lookup of such a range probes the
+     * top size class alone, where no registration is, and comes here.
+     */
+    if (range_wraps(addr, size)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
     if (!tried.tried) {
         uffd_drain(m); /* register_checked drained already */
     }
@@ -1058,6 +1071,9 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
 {
     grdma_t *m = (grdma_t *) rcache;
     reg_t *release = NULL;
+    if (range_wraps(addr, size)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
     if (0 == size) {
         return OPAL_SUCCESS;
     }

@@ -1,0 +1,110 @@
+/*
+ * The registration cache's public contract at its edges (API.md,
+ * "Registration cache"), against a mock device, without memory hooks:
+ *   - a range that runs past the end of the address space is refused with
+ *     OPAL_ERR_BAD_PARAM: no registration with its bound below its base,
+ *     no register_mem of a wrapped size, no invalidation that silently
+ *     did nothing; a range ending at the last byte is a range.
+ */
+#include "opal_config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "opal/constants.h"
+#include "opal/mca/rcache/base/base.h"
+#include "opal/runtime/opal.h"
+#include "test/support/rcache_mock.h"
+#include "test/support/test_util.h"
+
+typedef mca_rcache_base_registration_t reg_t;
+
+static size_t page;
+static unsigned char *arena; /* reserved address space: nothing else maps here */
+
+static mca_rcache_base_module_t *create(mock_dev_t *dev)
+{
+    mca_rcache_base_resources_t res;
+    memset(dev, 0, sizeof(*dev));
+    mock_resources(dev, &res);
+    mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
+    if (NULL == m) {
+        fprintf(stderr, "cannot create a grdma module\n");
+        exit(1);
+    }
+    return m;
+}
+
+static void phase_init(const char *leave_pinned)
+{
+    setenv("OMPI_MCA_mpi_leave_pinned", leave_pinned, 1);
+    setenv("OMPI_MCA_rcache_base_release_hooks", "0", 1);
+    if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
+        fprintf(stderr, "opal_init_util failed\n");
+        exit(1);
+    }
+}
+
+/* register of [addr, addr + size) is refused, and nothing reaches the device. */
+static void check_refused(mca_rcache_base_module_t *m, mock_dev_t *dev, void *addr, size_t size,
+                          uint32_t flags)
+{
+    reg_t *reg = (reg_t *) &reg; /* anything but NULL */
+    long before = dev->registered;
+    int rc = m->rcache_register(m, addr, size, flags, 0, &reg);
+    CHECK_MSG(OPAL_ERR_BAD_PARAM == rc && NULL == reg && before == dev->registered,
+              "register(%p, %#zx, flags %#x): rc %d, %s, %ld register_mem", addr, size, flags, rc,
+              reg ? "a registration" : "none", dev->registered - before);
+    if (OPAL_SUCCESS == rc && reg) {
+        m->rcache_deregister(m, reg);
+    }
+}
+
+static void test_wrapping_ranges(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    reg_t *a, *f;
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena, page, 0, 0, &a));
+    CHECK(OPAL_SUCCESS == m->rcache_deregister(m, a));
+
+    check_refused(m, &dev, arena + page, SIZE_MAX, 0);
+    check_refused(m, &dev, arena + 2 * page, (size_t) 0 - page, 0);
+    check_refused(m, &dev, arena + 2 * page, (size_t) 0 - page, MCA_RCACHE_FLAGS_CACHE_BYPASS);
+
+    /* Refused, not "done": the registration at arena is still cached. */
+    int rc = m->rcache_invalidate_range(m, arena, SIZE_MAX);
+    CHECK_MSG(OPAL_ERR_BAD_PARAM == rc, "invalidate_range(%p, SIZE_MAX): rc %d", (void *) arena,
+              rc);
+    CHECK(OPAL_SUCCESS == m->rcache_find(m, arena, page, &f) && f == a);
+    CHECK(OPAL_SUCCESS == m->rcache_deregister(m, f));
+
+    /* The last page of the address space, up to its last byte, is a range like any other. */
+    unsigned char *top = (unsigned char *) (UINTPTR_MAX - page + 1);
+    reg_t *t = NULL;
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, top + 10, page - 10, 0, 0, &t));
+    CHECK(NULL != t && top == t->base && (unsigned char *) UINTPTR_MAX == t->bound);
+    if (t) {
+        CHECK(OPAL_SUCCESS == m->rcache_deregister(m, t));
+    }
+    long before = dev.deregistered;
+    CHECK(OPAL_SUCCESS == m->rcache_invalidate_range(m, top, page));
+    CHECK(before + 1 == dev.deregistered);
+    mock_destroy_and_check(m, &dev, "wrapping ranges");
+}
+
+int main(void)
+{
+    page = (size_t) sysconf(_SC_PAGESIZE);
+    arena = mmap(NULL, 64 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (MAP_FAILED == arena) {
+        TEST_SKIP("cannot reserve 64 pages of address space");
+    }
+
+    phase_init("1");
+    test_wrapping_ranges();
+    opal_finalize_util();
+    return test_finish("rcache_contract_test");
+}
