@@ -4,7 +4,10 @@
  *   - a range that runs past the end of the address space is refused with
  *     OPAL_ERR_BAD_PARAM: no registration with its bound below its base,
  *     no register_mem of a wrapped size, no invalidation that silently
- *     did nothing; a range ending at the last byte is a range.
+ *     did nothing; a range ending at the last byte is a range;
+ *   - CACHE_BYPASS with PERSIST is still never cached: deregistered with
+ *     its last reference, never found; refused by the device, it leaves
+ *     the cache's accounting as it was (rcache_grdma_max_bytes).
  */
 #include "opal_config.h"
 
@@ -24,11 +27,20 @@ typedef mca_rcache_base_registration_t reg_t;
 static size_t page;
 static unsigned char *arena; /* reserved address space: nothing else maps here */
 
+/* While set, the device refuses every registration (an error other than running out). */
+static int refuse;
+
+static int refusing_register(void *data, void *base, size_t size, reg_t *reg)
+{
+    return refuse ? OPAL_ERROR : mock_register(data, base, size, reg);
+}
+
 static mca_rcache_base_module_t *create(mock_dev_t *dev)
 {
     mca_rcache_base_resources_t res;
     memset(dev, 0, sizeof(*dev));
     mock_resources(dev, &res);
+    res.register_mem = refusing_register;
     mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
     if (NULL == m) {
         fprintf(stderr, "cannot create a grdma module\n");
@@ -37,9 +49,10 @@ static mca_rcache_base_module_t *create(mock_dev_t *dev)
     return m;
 }
 
-static void phase_init(const char *leave_pinned)
+static void phase_init(const char *leave_pinned, const char *max_bytes)
 {
     setenv("OMPI_MCA_mpi_leave_pinned", leave_pinned, 1);
+    setenv("OMPI_MCA_rcache_grdma_max_bytes", max_bytes, 1);
     setenv("OMPI_MCA_rcache_base_release_hooks", "0", 1);
     if (OPAL_SUCCESS != opal_init_util(NULL, NULL)) {
         fprintf(stderr, "opal_init_util failed\n");
@@ -95,6 +108,34 @@ static void test_wrapping_ranges(void)
     mock_destroy_and_check(m, &dev, "wrapping ranges");
 }
 
+/* Runs with rcache_grdma_max_bytes set, far above what it caches. */
+static void test_bypass_persist(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    const uint32_t both = MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST;
+    reg_t *a, *f;
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 4 * page, page, both, 0, &a));
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 4 * page, page, &f));
+    CHECK(OPAL_SUCCESS == m->rcache_deregister(m, a));
+    CHECK_MSG(1 == dev.deregistered, "bypass and persist: %ld deregistered at the last release",
+              dev.deregistered);
+
+    /* Refused: then a one-page registration stays cached, well under the limit. */
+    refuse = 1;
+    CHECK(OPAL_ERROR == m->rcache_register(m, arena + 8 * page, 4 * page, both, 0, &a));
+    refuse = 0;
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 16 * page, page, 0, 0, &a));
+    CHECK(OPAL_SUCCESS == m->rcache_deregister(m, a));
+    f = NULL;
+    CHECK_MSG(OPAL_SUCCESS == m->rcache_find(m, arena + 16 * page, page, &f) && f == a,
+              "a refused bypass and persist registration: the next cached one was evicted");
+    if (f) {
+        CHECK(OPAL_SUCCESS == m->rcache_deregister(m, f));
+    }
+    mock_destroy_and_check(m, &dev, "bypass and persist");
+}
+
 int main(void)
 {
     page = (size_t) sysconf(_SC_PAGESIZE);
@@ -103,8 +144,9 @@ int main(void)
         TEST_SKIP("cannot reserve 64 pages of address space");
     }
 
-    phase_init("1");
+    phase_init("1", "16m");
     test_wrapping_ranges();
+    test_bypass_persist();
     opal_finalize_util();
     return test_finish("rcache_contract_test");
 }

@@ -778,10 +778,12 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
     uint32_t state = (flags & (MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST)) |
                      MCA_RCACHE_GRDMA_REGISTERING |
                      ((spare_flags(reg) + MCA_RCACHE_GRDMA_GEN_ONE) & MCA_RCACHE_GRDMA_GEN);
-    if (flags & MCA_RCACHE_FLAGS_PERSIST) {
+    /* Bypass, with PERSIST too: never indexed (unlink_reg and state_keep go by the state). */
+    if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
         state |= MCA_RCACHE_GRDMA_INDEXED;
-    } else if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
-        state |= MCA_RCACHE_GRDMA_INDEXED | MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT;
+        if (!(flags & MCA_RCACHE_FLAGS_PERSIST)) {
+            state |= MCA_RCACHE_GRDMA_EVICTABLE | MCA_RCACHE_GRDMA_RECENT;
+        }
     }
     state_store(reg, 1, state);
     if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
