@@ -22,7 +22,8 @@
 
 enum {
     MCA_RCACHE_FLAGS_CACHE_BYPASS = 0x0001, /* never cached: deregistered at the last release */
-    MCA_RCACHE_FLAGS_PERSIST = 0x0002,      /* never evicted by the cache; still invalidated */
+    MCA_RCACHE_FLAGS_PERSIST = 0x0002,      /* never evicted by the cache; still invalidated;
+                                               kept unused only with leave_pinned, as any other */
     MCA_RCACHE_FLAGS_INVALID = 0x0080,      /* pages released: never handed out again */
 };
 

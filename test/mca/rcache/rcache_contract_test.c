@@ -7,7 +7,10 @@
  *     did nothing; a range ending at the last byte is a range;
  *   - CACHE_BYPASS with PERSIST is still never cached: deregistered with
  *     its last reference, never found; refused by the device, it leaves
- *     the cache's accounting as it was (rcache_grdma_max_bytes).
+ *     the cache's accounting as it was (rcache_grdma_max_bytes);
+ *   - with mpi_leave_pinned 0 the cache keeps nothing after the last
+ *     reference, PERSIST or not: it has no release hooks, so what it kept
+ *     would be handed out again over pages unmapped and mapped anew.
  */
 #include "opal_config.h"
 
@@ -136,6 +139,24 @@ static void test_bypass_persist(void)
     mock_destroy_and_check(m, &dev, "bypass and persist");
 }
 
+/* Runs with mpi_leave_pinned 0. */
+static void test_no_leave_pinned_persist(void)
+{
+    mock_dev_t dev;
+    mca_rcache_base_module_t *m = create(&dev);
+    reg_t *p, *q;
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 20 * page, page, MCA_RCACHE_FLAGS_PERSIST,
+                                             0, &p));
+    CHECK(OPAL_SUCCESS == m->rcache_deregister(m, p));
+    CHECK_MSG(1 == dev.deregistered, "leave_pinned 0: PERSIST kept (%ld deregistered)",
+              dev.deregistered);
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 20 * page, page, &q));
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 20 * page, page, 0, 0, &q));
+    CHECK_MSG(2 == dev.registered, "leave_pinned 0: a PERSIST registration handed out again");
+    CHECK(OPAL_SUCCESS == m->rcache_deregister(m, q));
+    mock_destroy_and_check(m, &dev, "leave_pinned 0 and persist");
+}
+
 int main(void)
 {
     page = (size_t) sysconf(_SC_PAGESIZE);
@@ -147,6 +168,10 @@ int main(void)
     phase_init("1", "16m");
     test_wrapping_ranges();
     test_bypass_persist();
+    opal_finalize_util();
+
+    phase_init("0", "0");
+    test_no_leave_pinned_persist();
     opal_finalize_util();
     return test_finish("rcache_contract_test");
 }

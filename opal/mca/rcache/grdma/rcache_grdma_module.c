@@ -105,10 +105,14 @@ static inline bool state_valid(uint32_t flags)
     return (flags & mask) == MCA_RCACHE_GRDMA_INDEXED;
 }
 
-/* It stays cached when its last reference is dropped. */
+/*
+ * It stays cached when its last reference is dropped.  Only with
+ * leave_pinned, PERSIST too: without it the module has no release hooks,
+ * and a registration kept would outlive its pages unseen.
+ */
 static inline bool state_keep(const grdma_t *m, uint32_t flags)
 {
-    return state_valid(flags) && (m->leave_pinned || (flags & MCA_RCACHE_FLAGS_PERSIST));
+    return m->leave_pinned && state_valid(flags);
 }
 
 static inline uintptr_t page_of(const void *addr)
