@@ -36,7 +36,8 @@
  * deregister_mem, malloc or free, and a release event takes it only when
  * a writer is changing the index at that moment or the release spans more
  * blocks of a size class than the lock-free walk probes (PROBE_LIMIT in
- * rcache_base_pgindex.c: over 2 MiB among one-page registrations).
+ * rcache_base_pgindex.c: over 2 MiB among one-page registrations); it
+ * never waits for a fork() that holds it (release_walk_locked).
  */
 #ifndef OPAL_MCA_RCACHE_GRDMA_RCACHE_GRDMA_H
 #define OPAL_MCA_RCACHE_GRDMA_RCACHE_GRDMA_H
@@ -72,6 +73,8 @@ typedef struct mca_rcache_grdma_module_t {
     size_t cached_bytes, cached_entries; /* registrations in the index */
     uint32_t fork_gen;             /* generation of the registrations it holds */
     bool forked;                   /* in a child since the last call: drop the parent's */
+    bool forking;                  /* fork() holds the lock (prepare to parent): nothing writes */
+    int fork_walkers;              /* release events walking the index meanwhile, unlocked */
     bool verify_frames;            /* rcache_base_verify_frames when created */
     /*
      * Lock-free stack of registrations to deregister at the next call:

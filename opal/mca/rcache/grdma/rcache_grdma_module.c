@@ -18,6 +18,7 @@
 #include "opal/mca/rcache/base/base.h"
 #include "opal/mca/rcache/grdma/rcache_grdma.h"
 #include "opal/memoryhooks/memory_source.h"
+#include "opal/util/readers.h"
 
 typedef mca_rcache_base_registration_t reg_t;
 typedef mca_rcache_grdma_module_t grdma_t;
@@ -1092,6 +1093,36 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
 }
 
 /*
+ * The walk of a release event that the lock-free one could not finish:
+ * under the lock, but never waiting for fork().  glibc's fork takes its
+ * allocator's locks after the prepare handlers, and grdma_atfork takes the
+ * lock there: an event from inside the allocator (malloc_trim or heap
+ * trimming, an arena locked) that waited for it would wait for a fork that
+ * waits for that arena.  A fork holds the lock without writing, so the walk
+ * needs no lock then, and the parent's handler waits for it before letting
+ * go.  Any other holder is a writer, for a short stretch: yield, try again.
+ */
+static void release_walk_locked(grdma_t *m, struct marked *mk)
+{
+    bool locked;
+    while (!(locked = 0 == pthread_mutex_trylock(&m->lock))) {
+        opal_readers_enter(&m->fork_walkers);
+        if (__atomic_load_n(&m->forking, __ATOMIC_SEQ_CST)) {
+            break;
+        }
+        opal_readers_leave(&m->fork_walkers);
+        sched_yield();
+    }
+    mca_rcache_base_pgindex_overlapping(&m->index, mk->low >> page_shift, mk->high >> page_shift,
+                                        mark_cb, mk);
+    if (locked) {
+        pthread_mutex_unlock(&m->lock);
+    } else {
+        opal_readers_leave(&m->fork_walkers);
+    }
+}
+
+/*
  * The release hook: runs before the pages go, possibly inside the
  * allocator.  Invalidation is immediate and lock free (mark_invalid, on
  * what a lock-free walk of the index finds; the walk is redone under the
@@ -1121,10 +1152,7 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
     }
     if (!mca_rcache_base_pgindex_visit_lockfree(&m->index, mk.low >> page_shift,
                                                 mk.high >> page_shift, mark_cb, &mk, &seq)) {
-        pthread_mutex_lock(&m->lock);
-        mca_rcache_base_pgindex_overlapping(&m->index, mk.low >> page_shift, mk.high >> page_shift,
-                                            mark_cb, &mk);
-        pthread_mutex_unlock(&m->lock);
+        release_walk_locked(m, &mk);
     }
     deferred_push(m, mk.chain);
 }
@@ -1134,10 +1162,15 @@ static void grdma_atfork(mca_rcache_base_module_t *rcache, mca_rcache_base_atfor
     grdma_t *m = (grdma_t *) rcache;
     if (MCA_RCACHE_ATFORK_PREPARE == phase) {
         pthread_mutex_lock(&m->lock);
+        __atomic_store_n(&m->forking, true, __ATOMIC_SEQ_CST); /* release_walk_locked */
     } else if (MCA_RCACHE_ATFORK_PARENT == phase) {
+        __atomic_store_n(&m->forking, false, __ATOMIC_SEQ_CST);
+        opal_readers_drain(&m->fork_walkers, 0);
         pthread_mutex_unlock(&m->lock);
     } else {
         pthread_mutex_init(&m->lock, NULL); /* held by a thread id that no longer exists */
+        m->forking = false;
+        m->fork_walkers = 0; /* their threads stayed in the parent */
         m->forked = true; /* the registrations are the parent's: dropped at the next call */
     }
 }
