@@ -10,8 +10,9 @@
  * the others without closing them and only then opens the one it kept; a
  * component whose open fails stays Open MPI's choice (opal_memory) even
  * so.  Hence the hooks are installed in the query, where a failure still
- * lets the stock component win, and only when no other memory component
- * registered a priority that would beat ours.  Installed, the component
+ * lets the stock component win, and only when ours can be selected (0 or
+ * more) and no other memory component registered a priority that would
+ * beat it.  Installed, the component
  * stays loaded to the end of the process: Open MPI 4.1 may unload it at
  * finalize without closing the framework, and a dlclose of a component
  * whose hooks are live would return into unmapped code (our dlclose
@@ -126,6 +127,14 @@ static int install(void)
 {
     const char *by;
     int theirs;
+    /* Open MPI keeps the highest priority from 0 up: below it, never ours. */
+    if (priority < 0) {
+        if (verbose > 0) {
+            opal_output(0, "opal-patcher: memory opatch: priority %d: Open MPI never selects a "
+                        "memory component below 0: not installing", priority);
+        }
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
     if (outranked(&by, &theirs)) {
         if (verbose > 0) {
             opal_output(0, "opal-patcher: memory opatch: memory/%s has priority %d, ours %d: not "
