@@ -8,6 +8,8 @@
  *   - CACHE_BYPASS with PERSIST is still never cached: deregistered with
  *     its last reference, never found; refused by the device, it leaves
  *     the cache's accounting as it was (rcache_grdma_max_bytes);
+ *   - resources whose sizeof_reg no object can have fail the creation,
+ *     saying so (it was a division by zero);
  *   - with mpi_leave_pinned 0 the cache keeps nothing after the last
  *     reference, PERSIST or not: it has no release hooks, so what it kept
  *     would be handed out again over pages unmapped and mapped anew.
@@ -22,6 +24,7 @@
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/base.h"
 #include "opal/runtime/opal.h"
+#include "test/support/capture.h"
 #include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
 
@@ -139,6 +142,26 @@ static void test_bypass_persist(void)
     mock_destroy_and_check(m, &dev, "bypass and persist");
 }
 
+static void test_huge_sizeof_reg(void)
+{
+    static const size_t sizes[] = {SIZE_MAX, SIZE_MAX - 62, (size_t) PTRDIFF_MAX + 1};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        mock_dev_t dev = {0};
+        mca_rcache_base_resources_t res;
+        mock_resources(&dev, &res);
+        res.sizeof_reg = sizes[i];
+        test_capture_t cap;
+        test_capture_begin(&cap);
+        mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
+        const char *msg = test_capture_end(&cap);
+        CHECK_MSG(NULL == m && strstr(msg, "sizeof_reg"), "sizeof_reg %#zx: %s, said: %s",
+                  sizes[i], m ? "created" : "refused", msg);
+        if (m) {
+            mca_rcache_base_module_destroy(m);
+        }
+    }
+}
+
 /* Runs with mpi_leave_pinned 0. */
 static void test_no_leave_pinned_persist(void)
 {
@@ -168,6 +191,7 @@ int main(void)
     phase_init("1", "16m");
     test_wrapping_ranges();
     test_bypass_persist();
+    test_huge_sizeof_reg();
     opal_finalize_util();
 
     phase_init("0", "0");

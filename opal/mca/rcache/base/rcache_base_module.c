@@ -10,6 +10,7 @@
 #include "opal_config.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "opal/constants.h"
@@ -139,6 +140,8 @@ static bool resources_ok(const mca_rcache_base_resources_t *res)
         why = "register_mem and deregister_mem are required";
     } else if (res->sizeof_reg < sizeof(mca_rcache_base_registration_t)) {
         why = "sizeof_reg is smaller than mca_rcache_base_registration_t";
+    } else if (res->sizeof_reg > PTRDIFF_MAX) {
+        why = "sizeof_reg is larger than any object can be"; /* a component's sums would wrap */
     }
     if (why) {
         opal_output("rcache: mca_rcache_base_module_create: bad resources: %s", why);
