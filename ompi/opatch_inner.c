@@ -23,8 +23,10 @@ static void forward(void *buf, size_t length, void *cbdata, bool from_alloc)
 
 int opatch_inner_start(const char *patcher, int verbose)
 {
+    /* Open MPI's verbose parameters take any integer, ours 0..100: a level only says more. */
     char verbose_text[16];
-    snprintf(verbose_text, sizeof(verbose_text), "%d", verbose);
+    snprintf(verbose_text, sizeof(verbose_text), "%d",
+             verbose < 0 ? 0 : verbose > 100 ? 100 : verbose);
     char *args[] = {
         "opal-patcher",
         "--mca", "patcher", (char *) patcher,

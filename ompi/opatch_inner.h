@@ -24,8 +24,8 @@ typedef void(opatch_inner_deliver_fn_t)(void *buf, size_t length, bool from_allo
  * Start the copy (opal_init_util) with the settings that matter inside
  * Open MPI, given on its command line, which beats every other source of
  * our parameters: patcher (our component(s): "overwrite", "linux", "" for
- * by priority) and verbose (patcher_base_verbose).  Reference counted with
- * opatch_inner_stop.
+ * by priority) and verbose (patcher_base_verbose, brought into its 0..100).
+ * Reference counted with opatch_inner_stop.
  */
 OPATCH_INNER_API int opatch_inner_start(const char *patcher, int verbose);
 OPATCH_INNER_API void opatch_inner_stop(void);
