@@ -42,7 +42,8 @@ extern int opal_mem_hooks_slots_used
 extern __thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACKS]
     __attribute__((tls_model("initial-exec"))) OPAL_MEM_HOOKS_HIDDEN;
 
-/* Read the page size (opal_init_util). */
+/* Read the page size, and after a fork keep only the forking thread's
+ * counts in the child (opal_init_util). */
 void opal_mem_hooks_registry_init(void) OPAL_MEM_HOOKS_HIDDEN;
 
 /*
