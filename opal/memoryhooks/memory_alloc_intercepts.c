@@ -19,6 +19,7 @@
 #include "opal_config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <gnu/lib-names.h>
 #include <malloc.h>
 #include <stddef.h>
@@ -54,7 +55,11 @@
  * blocks are glibc's. */
 static bool installed;
 
-/* Off the common path: a chunk with the IS_MMAPPED bit set. */
+/*
+ * Off the common path: a chunk with the IS_MMAPPED bit set.  free keeps
+ * errno (POSIX.1-2024; glibc saves it on entry, which is after this
+ * runs, and GCC assumes it): a callback that changes it must not show.
+ */
 static __attribute__((noinline, cold)) void announce_mmapped(const opal_mem_variant_t *var,
                                                              const size_t *header)
 {
@@ -62,9 +67,11 @@ static __attribute__((noinline, cold)) void announce_mmapped(const opal_mem_vari
      * word there, with other meanings for its bits: believe the bit only
      * when the blocks are glibc's. */
     if (__atomic_load_n(&var->glibc_chunks, __ATOMIC_RELAXED)) {
+        const int saved_errno = errno;
         uintptr_t start = (uintptr_t) header - header[0];
         size_t len = header[0] + (header[1] & ~(size_t) GLIBC_SIZE_BITS);
         opal_mem_hooks_dispatch(start, len, true);
+        errno = saved_errno;
     }
 }
 

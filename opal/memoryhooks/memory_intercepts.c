@@ -212,12 +212,15 @@ DEFINE_ENTRIES(madvise, int, (void *addr, size_t len, int advice), (addr, len, a
  * for another process it refuses them, and before 6.13 it refused them
  * always), so a pidfd that is not ours costs at most an event for a call
  * that fails.  Every range is reported: a later one may be released even
- * when an earlier one is not (the kernel stops at the first error).
+ * when an earlier one is not (the kernel stops at the first error).  A
+ * vector the kernel refuses before reading it (more than UIO_MAXIOV ranges:
+ * EINVAL) or cannot read (NULL: EFAULT) releases nothing, and is not read
+ * here either: the caller gets the kernel's error, not a fault of ours.
  */
 static ssize_t process_madvise_common(opal_mem_variant_t *var, int pidfd, const struct iovec *iov,
                                       size_t n, int advice, unsigned flags)
 {
-    if (advice_drops_pages(advice)) {
+    if (advice_drops_pages(advice) && NULL != iov && n <= UIO_MAXIOV) {
         for (size_t i = 0; i < n; i++) {
             if (page_aligned(iov[i].iov_base) && 0 != iov[i].iov_len) {
                 opal_mem_hooks_dispatch((uintptr_t) iov[i].iov_base, iov[i].iov_len, true);
