@@ -224,6 +224,10 @@ void opal_mem_hooks_finalize(void)
         active = NULL;
     }
     mca_patcher_base_fini();
-    opal_mem_hooks_registry_remove_all();
+    const int slots = opal_mem_hooks_registry_clear_all();
     pthread_mutex_unlock(&hooks_lock);
+    /* Unlocked, as in unregister: a callback still running may take the lock. */
+    for (int i = 0; i < slots; i++) {
+        opal_mem_hooks_registry_drain(i);
+    }
 }

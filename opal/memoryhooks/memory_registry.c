@@ -128,13 +128,13 @@ void opal_mem_hooks_registry_remove(opal_mem_hooks_callback_fn_t *func)
     }
 }
 
-void opal_mem_hooks_registry_remove_all(void)
+int opal_mem_hooks_registry_clear_all(void)
 {
-    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
+    const int used = opal_mem_hooks_slots_used;
+    for (int i = 0; i < used; i++) {
         __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
     }
-    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
-        opal_mem_hooks_registry_drain(i);
-    }
-    opal_mem_hooks_slots_used = 0;
+    /* A reader that loaded the old count finds its slots empty. */
+    __atomic_store_n(&opal_mem_hooks_slots_used, 0, __ATOMIC_RELEASE);
+    return used;
 }

@@ -69,8 +69,11 @@ int opal_mem_hooks_registry_clear(opal_mem_hooks_callback_fn_t *func) OPAL_MEM_H
 void opal_mem_hooks_registry_drain(int slot) OPAL_MEM_HOOKS_HIDDEN;
 /* Clear, then drain. */
 void opal_mem_hooks_registry_remove(opal_mem_hooks_callback_fn_t *func) OPAL_MEM_HOOKS_HIDDEN;
-/* Remove every callback (the last finalize). */
-void opal_mem_hooks_registry_remove_all(void) OPAL_MEM_HOOKS_HIDDEN;
+/*
+ * Take every callback out (the last finalize): no thread enters one any
+ * more.  Returns the number of slots to drain, 0 .. n-1.
+ */
+int opal_mem_hooks_registry_clear_all(void) OPAL_MEM_HOOKS_HIDDEN;
 
 /*
  * Deliver [start, start+len) to every registered callback: start page
