@@ -9,6 +9,8 @@
  *    takes the rcache's lock, which the rcache's fork handler holds: a fork
  *    catches it inside the rcache's release callback.  Each child destroys
  *    the rcache.
+ * 3. Another thread keeps registering and unregistering a callback, which
+ *    holds the hooks' lock: each child unregisters its own callback.
  *
  * A child that waits for a thread that is not there is killed by its alarm.
  */
@@ -153,6 +155,50 @@ static void test_thread_in_rcache_release(void)
     munmap(big, BIG);
 }
 
+/* 3: a thread inside register and unregister. */
+#define LOCK_FORKS 20
+static volatile int stop_churn;
+
+static void churned_callback(void *buf, size_t len, void *cbdata, bool from_alloc)
+{
+    (void) buf, (void) len, (void) cbdata, (void) from_alloc;
+}
+
+static void *churn_registration(void *arg)
+{
+    (void) arg;
+    while (!stop_churn) {
+        opal_mem_hooks_register_release(churned_callback, NULL);
+        opal_mem_hooks_unregister_release(churned_callback);
+    }
+    return NULL;
+}
+
+static void quiet_callback(void *buf, size_t len, void *cbdata, bool from_alloc)
+{
+    (void) buf, (void) len, (void) cbdata, (void) from_alloc;
+}
+
+static int child_unregisters_quiet(void *arg)
+{
+    (void) arg;
+    return OPAL_SUCCESS == opal_mem_hooks_unregister_release(quiet_callback) ? 0 : 1;
+}
+
+static void test_thread_in_registration(void)
+{
+    CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(quiet_callback, NULL));
+    pthread_t t;
+    pthread_create(&t, NULL, churn_registration, NULL);
+    for (int i = 0; i < LOCK_FORKS && in_child(child_unregisters_quiet, NULL, 2,
+                                               "unregister in a child forked during a registration");
+         i++) {
+    }
+    stop_churn = 1;
+    pthread_join(t, NULL);
+    CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(quiet_callback));
+}
+
 int main(int argc, char **argv)
 {
     setenv("OMPI_MCA_mpi_leave_pinned", "1", 1);
@@ -161,6 +207,7 @@ int main(int argc, char **argv)
     }
     test_thread_in_callback();
     test_thread_in_rcache_release();
+    test_thread_in_registration();
     opal_finalize_util();
     return test_finish("fork_threads_test");
 }
