@@ -10,8 +10,9 @@
  *    and the 64 MiB-aligned heaps of the other arenas);
  *  - automatic trimming inside free: switched off with
  *    mallopt(M_TRIM_THRESHOLD, -1) while we are installed, so it never
- *    happens behind our back.  That is the trade-off opal_patcher_info
- *    prints.
+ *    happens behind our back, also when the program asks for it (mallopt
+ *    is intercepted; its value is set when we uninstall).  That is the
+ *    trade-off opal_patcher_info prints.
  *
  * Only when the process uses glibc's malloc; another allocator (jemalloc,
  * tcmalloc) calls munmap/madvise through its GOT, which is patched.
@@ -19,6 +20,7 @@
 #include "opal_config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <gnu/lib-names.h>
 #include <malloc.h>
 #include <stddef.h>
@@ -54,7 +56,11 @@
  * blocks are glibc's. */
 static bool installed;
 
-/* Off the common path: a chunk with the IS_MMAPPED bit set. */
+/*
+ * Off the common path: a chunk with the IS_MMAPPED bit set.  free keeps
+ * errno (POSIX.1-2024; glibc saves it on entry, which is after this
+ * runs, and GCC assumes it): a callback that changes it must not show.
+ */
 static __attribute__((noinline, cold)) void announce_mmapped(const opal_mem_variant_t *var,
                                                              const size_t *header)
 {
@@ -62,9 +68,11 @@ static __attribute__((noinline, cold)) void announce_mmapped(const opal_mem_vari
      * word there, with other meanings for its bits: believe the bit only
      * when the blocks are glibc's. */
     if (__atomic_load_n(&var->glibc_chunks, __ATOMIC_RELAXED)) {
+        const int saved_errno = errno;
         uintptr_t start = (uintptr_t) header - header[0];
         size_t len = header[0] + (header[1] & ~(size_t) GLIBC_SIZE_BITS);
         opal_mem_hooks_dispatch(start, len, true);
+        errno = saved_errno;
     }
 }
 
@@ -133,6 +141,27 @@ static int malloc_trim_common(opal_mem_variant_t *var, size_t pad)
 /* Defines intercept_malloc_trim_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(malloc_trim, int, (size_t pad), (pad))
 
+/* The trim threshold the program asked for while trimming is held off. */
+static int program_trim_threshold = GLIBC_DEFAULT_TRIM_THRESHOLD;
+
+/*
+ * A trim threshold would let free shrink the heap from inside libc, where
+ * no GOT slot sees it: trimming stays off, and the base namespace's
+ * allocator gets the program's value when we uninstall.
+ */
+static int mallopt_common(opal_mem_variant_t *var, int param, int value)
+{
+    if (M_TRIM_THRESHOLD != param) {
+        return var->chain.mallopt(param, value);
+    }
+    if (&opal_mem_variants[VARIANT_GLOBAL] == var) {
+        __atomic_store_n(&program_trim_threshold, value, __ATOMIC_RELAXED);
+    }
+    return var->chain.mallopt(M_TRIM_THRESHOLD, -1);
+}
+/* Defines intercept_mallopt_0 .. _<NUM_VARIANTS-1>. */
+DEFINE_ENTRIES(mallopt, int, (int param, int value), (param, value))
+
 typedef struct alloc_target_t {
     const char *name;
     uintptr_t entry[NUM_VARIANTS];
@@ -146,6 +175,7 @@ static const alloc_target_t alloc_targets[] = {
     ALLOC_TARGET(realloc),
     ALLOC_TARGET(reallocarray),
     ALLOC_TARGET(malloc_trim),
+    ALLOC_TARGET(mallopt),
 };
 #define NUM_ALLOC_TARGETS (sizeof(alloc_targets) / sizeof(alloc_targets[0]))
 
@@ -218,6 +248,7 @@ int opal_mem_hooks_install_alloc_intercepts(void)
                             "blocks are not announced by the allocator intercepts",
                             (void *) global->chain.free, glibc_free);
     }
+    program_trim_threshold = GLIBC_DEFAULT_TRIM_THRESHOLD;
     mallopt(M_TRIM_THRESHOLD, -1);
     installed = true;
     return OPAL_SUCCESS;
@@ -286,7 +317,7 @@ void opal_mem_hooks_uninstall_alloc_intercepts(void)
     /* The GOT slots come back with the patcher's restore; here only the
      * allocator's setting.  Chains stay valid for threads still inside. */
     if (installed) {
-        mallopt(M_TRIM_THRESHOLD, GLIBC_DEFAULT_TRIM_THRESHOLD);
+        mallopt(M_TRIM_THRESHOLD, __atomic_load_n(&program_trim_threshold, __ATOMIC_RELAXED));
         installed = false;
     }
 }
@@ -295,7 +326,8 @@ const char *opal_mem_hooks_alloc_tradeoff(void)
 {
     return installed ? "glibc malloc: free/realloc/malloc_trim intercepted to announce "
                        "libc-internal releases; automatic heap trimming is off "
-                       "(M_TRIM_THRESHOLD=-1) and glibc's dynamic mmap threshold is frozen; "
+                       "(M_TRIM_THRESHOLD=-1, also when the program sets it: its value is "
+                       "applied at the last finalize) and glibc's dynamic mmap threshold is frozen; "
                        "a non-main arena heap freed entirely is unmapped unseen"
                      : NULL;
 }

@@ -207,9 +207,38 @@ void opal_mem_hooks_source_put(const opal_mem_source_t *source)
     hooks_unlock();
 }
 
+/*
+ * fork: a child has only the forking thread, so it must not inherit the
+ * lock held by another one (registering, say): every later call of the
+ * API in the child would wait for it.  Held across the fork, re-created in
+ * the child.  Registered before any rcache's, so taken after its lock
+ * (prepare handlers run in reverse order), as the rcache takes them.
+ */
+static void hooks_atfork_prepare(void)
+{
+    pthread_mutex_lock(&hooks_lock);
+}
+
+static void hooks_atfork_parent(void)
+{
+    pthread_mutex_unlock(&hooks_lock);
+}
+
+static void hooks_atfork_child(void)
+{
+    pthread_mutex_init(&hooks_lock, NULL);
+}
+
+static void hooks_atfork(void)
+{
+    (void) pthread_atfork(hooks_atfork_prepare, hooks_atfork_parent, hooks_atfork_child);
+}
+
 int opal_mem_hooks_init(void)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     opal_mem_hooks_registry_init();
+    pthread_once(&atfork_once, hooks_atfork);
     return opal_mem_hooks_ucx_feed_register();
 }
 
@@ -224,6 +253,10 @@ void opal_mem_hooks_finalize(void)
         active = NULL;
     }
     mca_patcher_base_fini();
-    opal_mem_hooks_registry_remove_all();
+    const int slots = opal_mem_hooks_registry_clear_all();
     pthread_mutex_unlock(&hooks_lock);
+    /* Unlocked, as in unregister: a callback still running may take the lock. */
+    for (int i = 0; i < slots; i++) {
+        opal_mem_hooks_registry_drain(i);
+    }
 }

@@ -60,11 +60,28 @@
  * libc's munmap), that one finds its range already reported and stays
  * quiet.  A signal handler releasing other pages meanwhile still reports
  * them.  One TLS pointer: a load and two stores per event.
+ *
+ * A signal handler may leave an intercept with siglongjmp: chain_top then
+ * still names a frame on stack that is reused.  So only a frame that looks
+ * live is believed: an outer intercept is a caller, higher on the stack
+ * than the frame below it, and a frame carries a seal of its address and
+ * fields from its release until its chain is done.  A frame left behind
+ * fails one or the other once its stack is written over, and the walk
+ * stops there instead of reading another function's data as a range (a
+ * false "reported": a lost event) or a pointer (a wild one).  A handler on
+ * a stack below the one it interrupted (sigaltstack) may report a range
+ * of the interrupted intercept again.
  */
 typedef struct chain_frame_t {
     uintptr_t start, end;
     struct chain_frame_t *outer;
+    uintptr_t seal;
 } chain_frame_t;
+
+static inline uintptr_t frame_seal(const chain_frame_t *frame)
+{
+    return (uintptr_t) frame ^ frame->start ^ (frame->end << 1) ^ ((uintptr_t) frame->outer << 2);
+}
 
 static __thread chain_frame_t *chain_top __attribute__((tls_model("initial-exec")));
 
@@ -75,10 +92,13 @@ static __thread chain_frame_t *chain_top __attribute__((tls_model("initial-exec"
  */
 static bool chain_frames_needed;
 
-/* Whether a frame of an outer intercept of this thread covers [start, end). */
-static inline bool reported_by_outer(const chain_frame_t *outer, uintptr_t start, uintptr_t end)
+/* Whether a live frame of an outer intercept of this thread covers [start, end). */
+static inline bool reported_by_outer(const chain_frame_t *frame, uintptr_t start, uintptr_t end)
 {
-    for (; __builtin_expect(NULL != outer, 0); outer = outer->outer) {
+    for (const chain_frame_t *inner = frame, *outer = frame->outer;
+         __builtin_expect(NULL != outer, 0) && (uintptr_t) outer > (uintptr_t) inner &&
+         outer->seal == frame_seal(outer);
+         inner = outer, outer = outer->outer) {
         if (start >= outer->start && end <= outer->end) {
             return true;
         }
@@ -89,12 +109,12 @@ static inline bool reported_by_outer(const chain_frame_t *outer, uintptr_t start
 /* Report [start, end) unless the chain of an outer intercept did already. */
 static inline void release(chain_frame_t *frame, uintptr_t start, uintptr_t end)
 {
-    chain_frame_t *outer = chain_top;
     start &= ~(opal_mem_hooks_page_size - 1);
     frame->start = start;
     frame->end = end;
-    frame->outer = outer;
-    if (__builtin_expect(end > start, 1) && !reported_by_outer(outer, start, end)) {
+    frame->outer = chain_top;
+    frame->seal = frame_seal(frame);
+    if (__builtin_expect(end > start, 1) && !reported_by_outer(frame, start, end)) {
         opal_mem_hooks_dispatch(start, end - start, true);
     }
     chain_top = frame;
@@ -102,6 +122,7 @@ static inline void release(chain_frame_t *frame, uintptr_t start, uintptr_t end)
 
 static inline void chain_done(chain_frame_t *frame)
 {
+    frame->seal = ~frame_seal(frame);
     chain_top = frame->outer;
 }
 
@@ -158,17 +179,20 @@ static void *mremap_common(opal_mem_variant_t *var, void *old, size_t old_size, 
         end = (uintptr_t) old + old_size;
     }
     /* Two frames when the destination is replaced too: a second patched
-     * mremap further down the chain finds both ranges reported. */
-    chain_frame_t dest_frame, frame;
+     * mremap further down the chain finds both ranges reported.  One array,
+     * so that the destination's, the outer one, is the higher (as outer
+     * frames are: reported_by_outer). */
+    chain_frame_t frames[2];
+    chain_frame_t *const dest_frame = &frames[1], *const frame = &frames[0];
     const bool fixed = (flags & MREMAP_FIXED) && new_size;
     if (fixed) {
-        release(&dest_frame, (uintptr_t) new_addr, (uintptr_t) new_addr + new_size);
+        release(dest_frame, (uintptr_t) new_addr, (uintptr_t) new_addr + new_size);
     }
-    release(&frame, start, end);
+    release(frame, start, end);
     void *rc = var->chain.mremap(old, old_size, new_size, flags, new_addr);
-    chain_done(&frame);
+    chain_done(frame);
     if (fixed) {
-        chain_done(&dest_frame);
+        chain_done(dest_frame);
     }
     return rc;
 }
@@ -212,12 +236,15 @@ DEFINE_ENTRIES(madvise, int, (void *addr, size_t len, int advice), (addr, len, a
  * for another process it refuses them, and before 6.13 it refused them
  * always), so a pidfd that is not ours costs at most an event for a call
  * that fails.  Every range is reported: a later one may be released even
- * when an earlier one is not (the kernel stops at the first error).
+ * when an earlier one is not (the kernel stops at the first error).  A
+ * vector the kernel refuses before reading it (more than UIO_MAXIOV ranges:
+ * EINVAL) or cannot read (NULL: EFAULT) releases nothing, and is not read
+ * here either: the caller gets the kernel's error, not a fault of ours.
  */
 static ssize_t process_madvise_common(opal_mem_variant_t *var, int pidfd, const struct iovec *iov,
                                       size_t n, int advice, unsigned flags)
 {
-    if (advice_drops_pages(advice)) {
+    if (advice_drops_pages(advice) && NULL != iov && n <= UIO_MAXIOV) {
         for (size_t i = 0; i < n; i++) {
             if (page_aligned(iov[i].iov_base) && 0 != iov[i].iov_len) {
                 opal_mem_hooks_dispatch((uintptr_t) iov[i].iov_base, iov[i].iov_len, true);

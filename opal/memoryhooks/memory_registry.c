@@ -4,6 +4,7 @@
  */
 #include "opal_config.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -52,10 +53,30 @@ void opal_mem_hooks_release_hook(void *buf, size_t length, bool from_alloc)
     }
 }
 
+/*
+ * The child of a fork has one thread, the one that forked: the counts of
+ * the parent's other threads inside a callback would never drain there
+ * (its unregister and last finalize would wait forever).  Only this
+ * thread's own stay.
+ */
+static void registry_atfork_child(void)
+{
+    for (int i = 0; i < OPAL_MEM_HOOKS_MAX_CALLBACKS; i++) {
+        __atomic_store_n(&opal_mem_hooks_slots[i].users, opal_mem_hooks_calling[i], __ATOMIC_RELAXED);
+    }
+}
+
+static void registry_atfork(void)
+{
+    (void) pthread_atfork(NULL, NULL, registry_atfork_child);
+}
+
 void opal_mem_hooks_registry_init(void)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     long page = sysconf(_SC_PAGESIZE);
     opal_mem_hooks_page_size = page > 0 ? (uintptr_t) page : 4096;
+    pthread_once(&atfork_once, registry_atfork);
 }
 
 int opal_mem_hooks_registry_add(opal_mem_hooks_callback_fn_t *func, void *cbdata)
@@ -107,13 +128,13 @@ void opal_mem_hooks_registry_remove(opal_mem_hooks_callback_fn_t *func)
     }
 }
 
-void opal_mem_hooks_registry_remove_all(void)
+int opal_mem_hooks_registry_clear_all(void)
 {
-    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
+    const int used = opal_mem_hooks_slots_used;
+    for (int i = 0; i < used; i++) {
         __atomic_store_n(&opal_mem_hooks_slots[i].func, NULL, __ATOMIC_SEQ_CST);
     }
-    for (int i = 0; i < opal_mem_hooks_slots_used; i++) {
-        opal_mem_hooks_registry_drain(i);
-    }
-    opal_mem_hooks_slots_used = 0;
+    /* A reader that loaded the old count finds its slots empty. */
+    __atomic_store_n(&opal_mem_hooks_slots_used, 0, __ATOMIC_RELEASE);
+    return used;
 }

@@ -42,7 +42,8 @@ extern int opal_mem_hooks_slots_used
 extern __thread unsigned char opal_mem_hooks_calling[OPAL_MEM_HOOKS_MAX_CALLBACKS]
     __attribute__((tls_model("initial-exec"))) OPAL_MEM_HOOKS_HIDDEN;
 
-/* Read the page size (opal_init_util). */
+/* Read the page size, and after a fork keep only the forking thread's
+ * counts in the child (opal_init_util). */
 void opal_mem_hooks_registry_init(void) OPAL_MEM_HOOKS_HIDDEN;
 
 /*
@@ -68,8 +69,11 @@ int opal_mem_hooks_registry_clear(opal_mem_hooks_callback_fn_t *func) OPAL_MEM_H
 void opal_mem_hooks_registry_drain(int slot) OPAL_MEM_HOOKS_HIDDEN;
 /* Clear, then drain. */
 void opal_mem_hooks_registry_remove(opal_mem_hooks_callback_fn_t *func) OPAL_MEM_HOOKS_HIDDEN;
-/* Remove every callback (the last finalize). */
-void opal_mem_hooks_registry_remove_all(void) OPAL_MEM_HOOKS_HIDDEN;
+/*
+ * Take every callback out (the last finalize): no thread enters one any
+ * more.  Returns the number of slots to drain, 0 .. n-1.
+ */
+int opal_mem_hooks_registry_clear_all(void) OPAL_MEM_HOOKS_HIDDEN;
 
 /*
  * Deliver [start, start+len) to every registered callback: start page

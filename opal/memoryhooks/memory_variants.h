@@ -77,6 +77,7 @@ typedef struct opal_mem_variant_t {
         void *(*realloc)(void *, size_t);
         void *(*reallocarray)(void *, size_t, size_t);
         int (*malloc_trim)(size_t);
+        int (*mallopt)(int, int);
     } chain;
     /* The functions an address-based patcher patched for the variant, per
      * target of memory_intercepts.c (0: none, or an alias of another). */

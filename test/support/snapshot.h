@@ -37,7 +37,7 @@ typedef struct snapshot_t {
 static const char *const snapshot_functions[] = {
     "munmap", "mremap", "madvise", "mmap", "mmap64", "brk", "sbrk", "shmdt", "shmat",
     "process_madvise", "remap_file_pages",
-    "free", "realloc", "reallocarray", "malloc_trim", "dlopen", "dlclose", "dlsym", NULL,
+    "free", "realloc", "reallocarray", "malloc_trim", "mallopt", "dlopen", "dlclose", "dlsym", NULL,
 };
 
 /*

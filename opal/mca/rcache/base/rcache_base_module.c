@@ -123,11 +123,19 @@ static void atfork_parent(void)
     pthread_mutex_unlock(&base_lock);
 }
 
-/* The child's thread has a new id: unlocking would not be recognized, re-create instead. */
+/*
+ * The child's thread has a new id: unlocking would not be recognized,
+ * re-create instead.  The parent's other threads are not in the child: a
+ * slot they were counted in (inside a release) would never drain there, and
+ * the forking thread is in none (a release calls no code that forks).
+ */
 static void atfork_child(void)
 {
     __atomic_add_fetch(&mca_rcache_base_fork_gen, 1, __ATOMIC_RELEASE);
     atfork_each(MCA_RCACHE_ATFORK_CHILD);
+    for (int i = 0; i < MAX_HOOKED_MODULES; i++) {
+        __atomic_store_n(&hooked_slots[i].users, 0, __ATOMIC_RELAXED);
+    }
     pthread_mutex_init(&base_lock, NULL);
 }
 
