@@ -103,6 +103,13 @@ bool mca_patcher_linux_loader_foreign_dlopen(void);
 /* dlsym by what our intercept chains to (or dlsym itself before there is one). */
 void *mca_patcher_linux_loader_dlsym(void *handle, const char *symbol);
 
+/*
+ * What the loader binds symbol to for a lazily bound slot of the object
+ * holding the address object: dlsym(RTLD_DEFAULT) made as that object
+ * (base_call_as.h).  False where such a call cannot be made.
+ */
+bool mca_patcher_linux_loader_binding(const void *object, const char *symbol, uintptr_t *def);
+
 /* dlsym in one loaded object (and its dependencies), by the real functions. */
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);
 

@@ -373,8 +373,10 @@ static bool object_namespace(const got_object_t *obj, struct link_map **map, Lmi
 /*
  * What a slot's calls reach: its value once bound; while still lazily
  * bound (it points at its own object's PLT) the definition the loader
- * would bind: the global scope of the object's namespace first, then the
- * object's own dependencies (it may have been loaded RTLD_LOCAL).
+ * would bind, found in the object's own scope.  Where the loader cannot
+ * be asked as the object: the global scope of the object's namespace
+ * first, then the object's own dependencies (it may have been loaded
+ * RTLD_LOCAL; this misses RTLD_DEEPBIND, which puts them first).
  */
 static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot, uintptr_t value,
                                  const char *symbol)
@@ -382,6 +384,10 @@ static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot,
     const got_object_t *obj = &scan->objects[slot->object];
     if (value < obj->start || value >= obj->end || value == slot->own_def) {
         return value;
+    }
+    uintptr_t bound;
+    if (mca_patcher_linux_loader_binding((const void *) obj->dynamic, symbol, &bound)) {
+        return bound;
     }
     struct link_map *map;
     Lmid_t lmid;
