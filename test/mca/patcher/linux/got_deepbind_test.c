@@ -75,6 +75,9 @@ static void on_release(void *buf, size_t len, void *cbdata, bool from_alloc)
 
 int main(void)
 {
+    if (NULL != getenv("OPAL_TEST_SANITIZER")) {
+        TEST_SKIP("a sanitizer runtime refuses RTLD_DEEPBIND");
+    }
     if (NULL != getenv("LD_BIND_NOW")) {
         TEST_SKIP("LD_BIND_NOW is set: no slot is lazily bound");
     }
