@@ -7,9 +7,10 @@
  * main lock, which a concurrent dlopen holds while it waits for the write
  * lock.  So the callback only reads memory and collects slots; deciding
  * (which needs dladdr/dlsym), writing and recording happen afterwards.  An
- * object cannot vanish in between: every dlclose that is not ours goes
- * through our dlclose intercept, which waits for the table's lock, held by
- * whoever patches.
+ * object cannot vanish in between, nor be listed but not yet relocated:
+ * every dlclose, dlopen and dlmopen that is not ours goes through our
+ * intercept, which holds the table's lock across the loader's work (so it
+ * waits for whoever patches).
  *
  * Calls only the loader floor below it (patcher_linux.h): what a restore
  * means to the table above it is said by the hook's restore function,
