@@ -23,49 +23,28 @@
 #include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
+#include "test/support/helper_libs.h"
 #include "test/support/test_util.h"
-
-static char dir[256];
-
-static void compile(const char *out, const char *src, const char *flags)
-{
-    char cmd[4 * PATH_MAX];
-    snprintf(cmd, sizeof(cmd), "cd %s && %s -shared -fPIC -o %s %s %s 2>&1", dir, TEST_CC, out, src,
-             flags);
-    if (0 != system(cmd)) {
-        TEST_SKIP("the C compiler cannot build the helper libraries (%s)", cmd);
-    }
-}
 
 static void build_libraries(void)
 {
     /* An allocator of its own, counting its frees; its blocks are glibc's,
      * so a free sent to glibc's is counted missing, not a crash. */
-    test_write_file(dir, "myalloc.c",
+    test_write_file(test_helper_dir, "myalloc.c",
                     "#include <stddef.h>\n"
                     "extern void *__libc_malloc(size_t);\n"
                     "extern void __libc_free(void *);\n"
                     "int myalloc_frees;\n"
                     "void *malloc(size_t n) { return __libc_malloc(n); }\n"
                     "void free(void *p) { myalloc_frees++; __libc_free(p); }\n");
-    test_write_file(dir, "plugin.c",
+    test_write_file(test_helper_dir, "plugin.c",
                     "#include <stdlib.h>\n"
                     "int roundtrip(void) { void *p = malloc(64); free(p); return NULL != p; }\n");
-    compile("libmyalloc.so", "myalloc.c", "-Wl,-soname,libmyalloc.so");
-    compile("libplugin.so", "plugin.c", "-Wl,-z,lazy -L. -lmyalloc -Wl,-rpath,'$ORIGIN'");
-    compile("libplugin2.so", "plugin.c", "-Wl,-z,lazy -L. -lmyalloc -Wl,-rpath,'$ORIGIN'");
-}
-
-static void *open_lib(const char *name, int mode)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    void *h = dlopen(path, mode);
-    if (NULL == h) {
-        CHECK_MSG(0, "dlopen %s: %s", path, dlerror());
-        exit(test_finish("got_deepbind_test"));
-    }
-    return h;
+    test_helper_compile("libmyalloc.so", "myalloc.c", "-Wl,-soname,libmyalloc.so");
+    test_helper_compile("libplugin.so", "plugin.c",
+                        "-Wl,-z,lazy -L. -lmyalloc -Wl,-rpath,'$ORIGIN'");
+    test_helper_compile("libplugin2.so", "plugin.c",
+                        "-Wl,-z,lazy -L. -lmyalloc -Wl,-rpath,'$ORIGIN'");
 }
 
 static void on_release(void *buf, size_t len, void *cbdata, bool from_alloc)
@@ -81,17 +60,16 @@ int main(void)
     if (NULL != getenv("LD_BIND_NOW")) {
         TEST_SKIP("LD_BIND_NOW is set: no slot is lazily bound");
     }
-    snprintf(dir, sizeof(dir), "%s/opal_got_deepbind.XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (NULL == mkdtemp(dir)) {
-        TEST_SKIP("cannot create a temporary directory");
-    }
+    test_helper_mkdir("opal_got_deepbind");
     build_libraries();
 
     /* Loaded before setup, nothing called yet: every PLT slot still lazy. */
-    void *deep = open_lib("libplugin.so", RTLD_LAZY | RTLD_LOCAL | RTLD_DEEPBIND);
-    void *local = open_lib("libplugin2.so", RTLD_LAZY | RTLD_LOCAL);
-    void *myalloc = open_lib("libmyalloc.so", RTLD_LAZY | RTLD_NOLOAD);
+    void *deep = test_helper_open("libplugin.so", RTLD_LAZY | RTLD_LOCAL | RTLD_DEEPBIND);
+    void *local = test_helper_open("libplugin2.so", RTLD_LAZY | RTLD_LOCAL);
+    void *myalloc = test_helper_open("libmyalloc.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (NULL == deep || NULL == local || NULL == myalloc) {
+        return test_finish("got_deepbind_test");
+    }
     int (*deep_roundtrip)(void) = (int (*)(void)) dlsym(deep, "roundtrip");
     int (*local_roundtrip)(void) = (int (*)(void)) dlsym(local, "roundtrip");
     int *frees = (int *) dlsym(myalloc, "myalloc_frees");
@@ -115,7 +93,8 @@ int main(void)
     CHECK(1 == deep_roundtrip());
     CHECK_MSG(before + 1 == *frees,
               "the RTLD_DEEPBIND library's free reached another allocator than its own "
-              "dependency's (%d of 1 frees counted there)", *frees - before);
+              "dependency's (%d of 1 frees counted there)",
+              *frees - before);
     /* Without it, glibc's: libmyalloc's is not reached. */
     before = *frees;
     CHECK(1 == local_roundtrip());
@@ -126,8 +105,6 @@ int main(void)
     dlclose(myalloc);
     dlclose(local);
     dlclose(deep);
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    CHECK(0 == system(cmd));
+    test_helper_cleanup();
     return test_finish("got_deepbind_test");
 }

@@ -46,33 +46,22 @@
 #include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
+#include "test/support/helper_libs.h"
 #include "test/support/test_util.h"
 
 #define ROUNDS       10
 #define MISSING_DIRS 2000
 static const char *const unmappers[] = {"libunmap_lazy.so", "libunmap_now.so"};
 
-static char dir[256];
-
-static void compile(const char *out, const char *src, const char *flags)
-{
-    static char cmd[64 * 1024];
-    snprintf(cmd, sizeof(cmd), "cd %s && %s -shared -fPIC -o %s %s %s 2>&1", dir, TEST_CC, out, src,
-             flags);
-    if (0 != system(cmd)) {
-        TEST_SKIP("the C compiler cannot build the helper libraries (%s)", out);
-    }
-}
-
 static void build_libraries(void)
 {
     static char flags[48 * 1024];
-    test_write_file(dir, "dep.c", "int dep(void) { return 0; }\n");
-    test_write_file(dir, "unmap.c",
+    test_write_file(test_helper_dir, "dep.c", "int dep(void) { return 0; }\n");
+    test_write_file(test_helper_dir, "unmap.c",
                     "#include <sys/mman.h>\n"
                     "extern int dep(void);\n"
                     "int unmap(void *p, size_t n) { return munmap(p, n) + dep(); }\n");
-    test_write_file(dir, "many.c",
+    test_write_file(test_helper_dir, "many.c",
                     "#define _GNU_SOURCE\n"
                     "#include <stdlib.h>\n"
                     "#include <sys/mman.h>\n"
@@ -85,33 +74,24 @@ static void build_libraries(void)
                     "    }\n"
                     "    return dep();\n"
                     "}\n");
-    compile("libunmap_dep.so", "dep.c", "");
-    compile("libmany_dep.so", "dep.c", "");
+    test_helper_compile("libunmap_dep.so", "dep.c", "");
+    test_helper_compile("libmany_dep.so", "dep.c", "");
     for (size_t lib = 0; lib < sizeof(unmappers) / sizeof(unmappers[0]); lib++) {
         snprintf(flags, sizeof(flags), "%s -L. -lunmap_dep -Wl,-rpath,%s/fifo:'$ORIGIN'",
-                 0 == lib ? "-Wl,-z,lazy" : "-Wl,-z,now", dir);
-        compile(unmappers[lib], "unmap.c", flags);
+                 0 == lib ? "-Wl,-z,lazy" : "-Wl,-z,now", test_helper_dir);
+        test_helper_compile(unmappers[lib], "unmap.c", flags);
     }
     int n = snprintf(flags, sizeof(flags), "-Wl,-z,now -L. -lmany_dep -Wl,-rpath,");
     for (int i = 0; i < MISSING_DIRS && n < (int) sizeof(flags) - 64; i++) {
         n += snprintf(flags + n, sizeof(flags) - n, "/om%d:", i);
     }
     snprintf(flags + n, sizeof(flags) - n, "'$ORIGIN'");
-    compile("libmany.so", "many.c", flags);
+    test_helper_compile("libmany.so", "many.c", flags);
     char fifo[PATH_MAX];
-    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    snprintf(fifo, sizeof(fifo), "%s/fifo", test_helper_dir);
     if (0 != mkdir(fifo, 0700) || 0 != mkfifo(strcat(fifo, "/libunmap_dep.so"), 0600)) {
         TEST_SKIP("cannot create the FIFO %s", fifo);
     }
-}
-
-static void *open_lib(const char *name)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    void *h = dlopen(path, RTLD_LAZY);
-    CHECK_MSG(NULL != h, "dlopen %s: %s", path, dlerror());
-    return h;
 }
 
 static double now(void)
@@ -136,13 +116,14 @@ static void on_release(void *buf, size_t len, void *cbdata, bool from_alloc)
     }
 }
 
-/* Opens an unmapper (arg: its name) after the main thread began its dlopen, calls munmap through it. */
+/* Opens an unmapper (arg: its name) after the main thread began its dlopen, calls munmap through
+ * it. */
 static void *opener(void *arg)
 {
     const char *name = arg;
     const size_t page = (size_t) sysconf(_SC_PAGESIZE);
     usleep(1000);
-    void *h = open_lib(name);
+    void *h = test_helper_open(name, RTLD_LAZY);
     if (NULL == h) {
         return NULL;
     }
@@ -164,12 +145,11 @@ static void *writer(void *arg)
 {
     (void) arg;
     char fifo[PATH_MAX];
-    snprintf(fifo, sizeof(fifo), "%s/fifo/libunmap_dep.so", dir);
+    snprintf(fifo, sizeof(fifo), "%s/fifo/libunmap_dep.so", test_helper_dir);
     const double start = now();
     int fd;
     /* Opens (without waiting) only once the loader has it open for reading. */
-    while (-1 == (fd = open(fifo, O_WRONLY | O_NONBLOCK)) && ENXIO == errno &&
-           now() - start < 10) {
+    while (-1 == (fd = open(fifo, O_WRONLY | O_NONBLOCK)) && ENXIO == errno && now() - start < 10) {
         usleep(100);
     }
     if (-1 == fd) {
@@ -181,11 +161,11 @@ static void *writer(void *arg)
     while (!__atomic_load_n(&main_opened, __ATOMIC_ACQUIRE) && now() - start < 0.5) {
         usleep(100);
     }
-    ElfW(Ehdr) other = {.e_ident = {ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
-                                    8 == sizeof(void *) ? ELFCLASS32 : ELFCLASS64,
-                                    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB
-                                                                              : ELFDATA2MSB,
-                                    EV_CURRENT}};
+    ElfW(Ehdr)
+        other = {.e_ident = {ELFMAG0, ELFMAG1, ELFMAG2, ELFMAG3,
+                             8 == sizeof(void *) ? ELFCLASS32 : ELFCLASS64,
+                             __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB,
+                             EV_CURRENT}};
     CHECK(sizeof(other) == write(fd, &other, sizeof(other)));
     close(fd);
     return NULL;
@@ -207,7 +187,7 @@ static int run(void)
         __atomic_store_n(&main_opened, 0, __ATOMIC_RELEASE);
         pthread_create(&threads[0], NULL, opener, (void *) unmappers[round % 2]);
         pthread_create(&threads[1], NULL, writer, NULL);
-        void *many = open_lib("libmany.so");
+        void *many = test_helper_open("libmany.so", RTLD_LAZY);
         __atomic_store_n(&main_opened, 1, __ATOMIC_RELEASE);
         for (int i = 0; i < 2; i++) {
             pthread_join(threads[i], NULL);
@@ -223,11 +203,7 @@ static int run(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof(dir), "%s/opal_got_race.XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (NULL == mkdtemp(dir)) {
-        TEST_SKIP("cannot create a temporary directory");
-    }
+    test_helper_mkdir("opal_got_race");
     build_libraries();
     fflush(stdout);
     pid_t pid = fork();
@@ -239,8 +215,6 @@ int main(void)
     CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status), "the rounds %s %d",
               WIFSIGNALED(status) ? "died of signal" : "exited with",
               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    CHECK(0 == system(cmd));
+    test_helper_cleanup();
     return test_finish("got_dlopen_race_test");
 }
