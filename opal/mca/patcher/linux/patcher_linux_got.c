@@ -409,6 +409,30 @@ static bool in_base_namespace(const got_object_t *obj)
     return object_namespace(obj, &map, &lmid) && LM_ID_BASE == lmid;
 }
 
+/*
+ * The object holding def if def is a variable's definition (its GOT slots
+ * hold the address that loads and stores use: writing an intercept there
+ * makes them read and write our code), else NULL.
+ */
+static const char *variable_in(uintptr_t def)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (NULL == dladdr1 || 0 == dladdr1((void *) def, &info, (void **) &sym, RTLD_DL_SYMENT) ||
+        NULL == sym || info.dli_saddr != (void *) def) {
+        return NULL;
+    }
+    /* st_info is laid out alike in both classes. */
+    switch (ELF32_ST_TYPE(sym->st_info)) {
+    case STT_OBJECT:
+    case STT_COMMON:
+    case STT_TLS:
+        return info.dli_fname && info.dli_fname[0] ? info.dli_fname : "the program";
+    default:
+        return NULL;
+    }
+}
+
 int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_t *chain)
 {
     const char *names[] = {symbol};
@@ -444,6 +468,12 @@ int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_
                         symbol);
             rc = OPAL_ERR_NOT_SUPPORTED;
         }
+    }
+    const char *variable = OPAL_SUCCESS == rc ? variable_in(*chain) : NULL;
+    if (NULL != variable) {
+        opal_output("patcher linux: cannot redirect %s: it is a variable (in %s), not a function",
+                    symbol, variable);
+        rc = OPAL_ERR_NOT_SUPPORTED;
     }
     scan_free(&scan);
     return rc;
