@@ -185,8 +185,10 @@ static int run(void)
     for (int round = 0; round < 2 * ROUNDS && 0 == test_failures; round++) {
         pthread_t threads[2];
         __atomic_store_n(&main_opened, 0, __ATOMIC_RELEASE);
-        pthread_create(&threads[0], NULL, opener, (void *) unmappers[round % 2]);
-        pthread_create(&threads[1], NULL, writer, NULL);
+        /* The writer first: creating a thread waits for the loader's lock,
+         * which the opener holds while it waits for the writer. */
+        pthread_create(&threads[0], NULL, writer, NULL);
+        pthread_create(&threads[1], NULL, opener, (void *) unmappers[round % 2]);
         void *many = test_helper_open("libmany.so", RTLD_LAZY);
         __atomic_store_n(&main_opened, 1, __ATOMIC_RELEASE);
         for (int i = 0; i < 2; i++) {
