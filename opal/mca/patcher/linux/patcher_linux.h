@@ -104,11 +104,14 @@ bool mca_patcher_linux_loader_foreign_dlopen(void);
 void *mca_patcher_linux_loader_dlsym(void *handle, const char *symbol);
 
 /*
- * What the loader binds symbol to for a lazily bound slot of the object
- * holding the address object: dlsym(RTLD_DEFAULT) made as that object
- * (base_call_as.h).  False where such a call cannot be made.
+ * dlsym(handle, symbol) made as the object holding the address object
+ * (base_call_as.h), by the loader's own dlsym: RTLD_DEFAULT searches that
+ * object's scope, as its lazy binding does (l_scope: RTLD_DEEPBIND puts
+ * its own dependencies first), RTLD_NEXT what follows it.  False where
+ * such a call cannot be made.
  */
-bool mca_patcher_linux_loader_binding(const void *object, const char *symbol, uintptr_t *def);
+bool mca_patcher_linux_loader_dlsym_as(const void *object, void *handle, const char *symbol,
+                                       uintptr_t *def);
 
 /* dlsym in one loaded object (and its dependencies), by the real functions. */
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);

@@ -386,20 +386,28 @@ static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot,
     if (value < obj->start || value >= obj->end || value == slot->own_def) {
         return value;
     }
-    uintptr_t bound;
-    if (mca_patcher_linux_loader_binding((const void *) obj->dynamic, symbol, &bound)) {
-        return bound;
-    }
+    uintptr_t def = 0;
     struct link_map *map;
     Lmid_t lmid;
-    if (!object_namespace(obj, &map, &lmid)) {
-        return 0;
+    if (!mca_patcher_linux_loader_dlsym_as((const void *) obj->dynamic, RTLD_DEFAULT, symbol,
+                                           &def)) {
+        if (!object_namespace(obj, &map, &lmid)) {
+            return 0;
+        }
+        def = LM_ID_BASE == lmid ? (uintptr_t) mca_patcher_linux_loader_dlsym(RTLD_DEFAULT, symbol)
+                                 : 0;
+        if (0 == def) {
+            def = (uintptr_t) mca_patcher_linux_dlsym_in(map, lmid, symbol);
+        }
     }
-    void *def = LM_ID_BASE == lmid ? mca_patcher_linux_loader_dlsym(RTLD_DEFAULT, symbol) : NULL;
-    if (NULL == def) {
-        def = mca_patcher_linux_dlsym_in(map, lmid, symbol);
+    /* dlsym finds the program's canonical PLT entry for a function whose
+     * address it takes; the binding of a PLT slot passes over it (the
+     * loader's PLT class) to the definition that follows the program. */
+    if (is_stub(scan, def) &&
+        !mca_patcher_linux_loader_dlsym_as((const void *) def, RTLD_NEXT, symbol, &def)) {
+        def = (uintptr_t) mca_patcher_linux_loader_dlsym(RTLD_NEXT, symbol);
     }
-    return (uintptr_t) def;
+    return def;
 }
 
 static bool in_base_namespace(const got_object_t *obj)

@@ -89,18 +89,16 @@ void *mca_patcher_linux_loader_dlsym(void *handle, const char *symbol)
     return NULL == fn ? NULL : fn(handle, symbol);
 }
 
-bool mca_patcher_linux_loader_binding(const void *object, const char *symbol, uintptr_t *def)
+bool mca_patcher_linux_loader_dlsym_as(const void *object, void *handle, const char *symbol,
+                                       uintptr_t *def)
 {
-    /* RTLD_DEFAULT searches the scope of the object that calls dlsym: the
-     * scope its lazy binding searches (l_scope: the global one then its
-     * own dependencies, or, RTLD_DEEPBIND, its own first). */
     uintptr_t fn = mca_patcher_linux_loader_own(MCA_PATCHER_LINUX_DLSYM);
     const char *why;
     if (0 == fn) {
         fn = (uintptr_t) dlsym;
     }
-    return 0 != fn && mca_patcher_base_call_as(object, fn, (uintptr_t) RTLD_DEFAULT,
-                                               (uintptr_t) symbol, 0, def, &why);
+    return 0 != fn && mca_patcher_base_call_as(object, fn, (uintptr_t) handle, (uintptr_t) symbol,
+                                               0, def, &why);
 }
 
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol)
