@@ -160,9 +160,9 @@ void mca_patcher_linux_got_free_strings(void);
  * Serializes the table's changes, dlopen, dlmopen and dlclose (the
  * loader's work and ours after it) and patch_fini.  Recursive: a
  * library's constructor or destructor run by the real dlopen/dlclose may
- * call dlopen again.  Never taken by a restore
- * function (the base calls those with its patch list mutex held, and we
- * take that one under this lock).
+ * call dlopen again.  Never taken by a restore function (the base calls
+ * those with its patch list mutex held, and we take that one under this
+ * lock).
  */
 void mca_patcher_linux_lock(void);
 void mca_patcher_linux_unlock(void);
