@@ -103,6 +103,16 @@ bool mca_patcher_linux_loader_foreign_dlopen(void);
 /* dlsym by what our intercept chains to (or dlsym itself before there is one). */
 void *mca_patcher_linux_loader_dlsym(void *handle, const char *symbol);
 
+/*
+ * dlsym(handle, symbol) made as the object holding the address object
+ * (base_call_as.h), by the loader's own dlsym: RTLD_DEFAULT searches that
+ * object's scope, as its lazy binding does (l_scope: RTLD_DEEPBIND puts
+ * its own dependencies first), RTLD_NEXT what follows it.  False where
+ * such a call cannot be made.
+ */
+bool mca_patcher_linux_loader_dlsym_as(const void *object, void *handle, const char *symbol,
+                                       uintptr_t *def);
+
 /* dlsym in one loaded object (and its dependencies), by the real functions. */
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);
 
@@ -147,11 +157,12 @@ void mca_patcher_linux_got_free_strings(void);
 /* --- table: the redirections, their lock, take_back --- */
 
 /*
- * Serializes the table's changes, the work after dlopen/dlclose and
- * patch_fini.  Recursive: a library's constructor or destructor run by the
- * real dlopen/dlclose may call dlopen again.  Never taken by a restore
- * function (the base calls those with its patch list mutex held, and we
- * take that one under this lock).
+ * Serializes the table's changes, dlopen, dlmopen and dlclose (the
+ * loader's work and ours after it) and patch_fini.  Recursive: a
+ * library's constructor or destructor run by the real dlopen/dlclose may
+ * call dlopen again.  Never taken by a restore function (the base calls
+ * those with its patch list mutex held, and we take that one under this
+ * lock).
  */
 void mca_patcher_linux_lock(void);
 void mca_patcher_linux_unlock(void);

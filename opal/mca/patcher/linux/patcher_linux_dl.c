@@ -69,13 +69,24 @@ static uintptr_t chain_for(int w, const void *caller_ret)
     return 0 != def ? def : real;
 }
 
-/* After a successful open, for the caller: our work, then no error left by it. */
+/*
+ * dlopen and dlmopen hold the table's lock from before the loader's work
+ * to the end of ours (opened).  glibc lists a new object, where our scans
+ * see it, before it has relocated it: a slot we wrote in between would get
+ * the load address added (lazy binding) or the definition written over
+ * it.  The loader's own lock is held across the same work, constructors
+ * included, so serializing the calls with our patch passes takes nothing
+ * from the program that glibc gives it.
+ */
 static void *opened(void *handle)
 {
     if (NULL != handle) {
         mca_patcher_linux_take_back();
+    }
+    mca_patcher_linux_unlock();
+    if (NULL != handle) {
         mca_patcher_base_loader_changed();
-        mca_patcher_base_dl_clear_error();
+        mca_patcher_base_dl_clear_error(); /* none left by our lookups */
     }
     return handle;
 }
@@ -83,17 +94,17 @@ static void *opened(void *handle)
 static void *linux_dlopen(const char *file, int mode)
 {
     const void *ret = __builtin_return_address(0);
-    return opened(mca_patcher_base_dlopen_as(ret,
-                                             (dlopen_fn_t) chain_for(MCA_PATCHER_LINUX_DLOPEN, ret),
-                                             file, mode));
+    const dlopen_fn_t real = (dlopen_fn_t) chain_for(MCA_PATCHER_LINUX_DLOPEN, ret);
+    mca_patcher_linux_lock();
+    return opened(mca_patcher_base_dlopen_as(ret, real, file, mode));
 }
 
 static void *linux_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
     const void *ret = __builtin_return_address(0);
-    return opened(
-        mca_patcher_base_dlmopen_as(ret, (dlmopen_fn_t) chain_for(MCA_PATCHER_LINUX_DLMOPEN, ret),
-                                    lmid, file, mode));
+    const dlmopen_fn_t real = (dlmopen_fn_t) chain_for(MCA_PATCHER_LINUX_DLMOPEN, ret);
+    mca_patcher_linux_lock();
+    return opened(mca_patcher_base_dlmopen_as(ret, real, lmid, file, mode));
 }
 
 static int linux_dlclose(void *handle)

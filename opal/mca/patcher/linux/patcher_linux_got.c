@@ -7,9 +7,10 @@
  * main lock, which a concurrent dlopen holds while it waits for the write
  * lock.  So the callback only reads memory and collects slots; deciding
  * (which needs dladdr/dlsym), writing and recording happen afterwards.  An
- * object cannot vanish in between: every dlclose that is not ours goes
- * through our dlclose intercept, which waits for the table's lock, held by
- * whoever patches.
+ * object cannot vanish in between, nor be listed but not yet relocated:
+ * every dlclose, dlopen and dlmopen that is not ours goes through our
+ * intercept, which holds the table's lock across the loader's work (so it
+ * waits for whoever patches).
  *
  * Calls only the loader floor below it (patcher_linux.h): what a restore
  * means to the table above it is said by the hook's restore function,
@@ -373,8 +374,10 @@ static bool object_namespace(const got_object_t *obj, struct link_map **map, Lmi
 /*
  * What a slot's calls reach: its value once bound; while still lazily
  * bound (it points at its own object's PLT) the definition the loader
- * would bind: the global scope of the object's namespace first, then the
- * object's own dependencies (it may have been loaded RTLD_LOCAL).
+ * would bind, found in the object's own scope.  Where the loader cannot
+ * be asked as the object: the global scope of the object's namespace
+ * first, then the object's own dependencies (it may have been loaded
+ * RTLD_LOCAL; this misses RTLD_DEEPBIND, which puts them first).
  */
 static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot, uintptr_t value,
                                  const char *symbol)
@@ -383,16 +386,28 @@ static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot,
     if (value < obj->start || value >= obj->end || value == slot->own_def) {
         return value;
     }
+    uintptr_t def = 0;
     struct link_map *map;
     Lmid_t lmid;
-    if (!object_namespace(obj, &map, &lmid)) {
-        return 0;
+    if (!mca_patcher_linux_loader_dlsym_as((const void *) obj->dynamic, RTLD_DEFAULT, symbol,
+                                           &def)) {
+        if (!object_namespace(obj, &map, &lmid)) {
+            return 0;
+        }
+        def = LM_ID_BASE == lmid ? (uintptr_t) mca_patcher_linux_loader_dlsym(RTLD_DEFAULT, symbol)
+                                 : 0;
+        if (0 == def) {
+            def = (uintptr_t) mca_patcher_linux_dlsym_in(map, lmid, symbol);
+        }
     }
-    void *def = LM_ID_BASE == lmid ? mca_patcher_linux_loader_dlsym(RTLD_DEFAULT, symbol) : NULL;
-    if (NULL == def) {
-        def = mca_patcher_linux_dlsym_in(map, lmid, symbol);
+    /* dlsym finds the program's canonical PLT entry for a function whose
+     * address it takes; the binding of a PLT slot passes over it (the
+     * loader's PLT class) to the definition that follows the program. */
+    if (is_stub(scan, def) &&
+        !mca_patcher_linux_loader_dlsym_as((const void *) def, RTLD_NEXT, symbol, &def)) {
+        def = (uintptr_t) mca_patcher_linux_loader_dlsym(RTLD_NEXT, symbol);
     }
-    return (uintptr_t) def;
+    return def;
 }
 
 static bool in_base_namespace(const got_object_t *obj)
@@ -400,6 +415,30 @@ static bool in_base_namespace(const got_object_t *obj)
     struct link_map *map;
     Lmid_t lmid;
     return object_namespace(obj, &map, &lmid) && LM_ID_BASE == lmid;
+}
+
+/*
+ * The object holding def if def is a variable's definition (its GOT slots
+ * hold the address that loads and stores use: writing an intercept there
+ * makes them read and write our code), else NULL.
+ */
+static const char *variable_in(uintptr_t def)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (NULL == dladdr1 || 0 == dladdr1((void *) def, &info, (void **) &sym, RTLD_DL_SYMENT) ||
+        NULL == sym || info.dli_saddr != (void *) def) {
+        return NULL;
+    }
+    /* st_info is laid out alike in both classes. */
+    switch (ELF32_ST_TYPE(sym->st_info)) {
+    case STT_OBJECT:
+    case STT_COMMON:
+    case STT_TLS:
+        return info.dli_fname && info.dli_fname[0] ? info.dli_fname : "the program";
+    default:
+        return NULL;
+    }
 }
 
 int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_t *chain)
@@ -437,6 +476,12 @@ int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_
                         symbol);
             rc = OPAL_ERR_NOT_SUPPORTED;
         }
+    }
+    const char *variable = OPAL_SUCCESS == rc ? variable_in(*chain) : NULL;
+    if (NULL != variable) {
+        opal_output("patcher linux: cannot redirect %s: it is a variable (in %s), not a function",
+                    symbol, variable);
+        rc = OPAL_ERR_NOT_SUPPORTED;
     }
     scan_free(&scan);
     return rc;

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include "opal/mca/patcher/base/base_call_as.h"
 #include "opal/mca/patcher/base/base_dl.h"
 #include "opal/mca/patcher/linux/patcher_linux.h"
 
@@ -86,6 +87,18 @@ void *mca_patcher_linux_loader_dlsym(void *handle, const char *symbol)
         fn = dlsym;
     }
     return NULL == fn ? NULL : fn(handle, symbol);
+}
+
+bool mca_patcher_linux_loader_dlsym_as(const void *object, void *handle, const char *symbol,
+                                       uintptr_t *def)
+{
+    uintptr_t fn = mca_patcher_linux_loader_own(MCA_PATCHER_LINUX_DLSYM);
+    const char *why;
+    if (0 == fn) {
+        fn = (uintptr_t) dlsym;
+    }
+    return 0 != fn && mca_patcher_base_call_as(object, fn, (uintptr_t) handle, (uintptr_t) symbol,
+                                               0, def, &why);
 }
 
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol)

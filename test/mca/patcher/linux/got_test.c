@@ -22,60 +22,48 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/runtime/opal.h"
+#include "test/support/helper_libs.h"
 #include "test/support/snapshot.h"
 #include "test/support/test_util.h"
-
-static char dir[256];
-
-static void compile(const char *out, const char *src, const char *flags)
-{
-    char cmd[4 * PATH_MAX];
-    snprintf(cmd, sizeof(cmd), "cd %s && %s -shared -fPIC -o %s %s %s 2>&1", dir, TEST_CC, out, src,
-             flags);
-    if (0 != system(cmd)) {
-        TEST_SKIP("the C compiler cannot build the helper libraries (%s)", cmd);
-    }
-}
 
 static void build_libraries(void)
 {
     char flags[2 * PATH_MAX];
-    test_write_file(dir, "target.c",
+    test_write_file(test_helper_dir, "target.c",
                     "int got_target(int x) { return x + 1; }\n"
                     "int got_target2(int x) { return x + 2; }\n");
-    test_write_file(dir, "caller.c",
+    test_write_file(test_helper_dir, "caller.c",
                     "extern int got_target(int);\n"
                     "int call(int x) { return got_target(x); }\n"
                     "void *address(void) { return (void *) got_target; }\n");
-    test_write_file(dir, "lazy.c",
+    test_write_file(test_helper_dir, "lazy.c",
                     "extern int got_target2(int);\n"
                     "int call2(int x) { return got_target2(x); }\n");
-    test_write_file(dir, "hidden.c", "int hidden_value(void) { return 42; }\n");
-    test_write_file(dir, "opener.c",
+    test_write_file(test_helper_dir, "hidden.c", "int hidden_value(void) { return 42; }\n");
+    test_write_file(test_helper_dir, "opener.c",
                     "#include <dlfcn.h>\n"
                     "void *open_hidden(int mode) { return dlopen(\"libhidden.so\", mode); }\n");
-    compile("libtarget.so", "target.c", "-Wl,-soname,libtarget.so");
+    test_helper_compile("libtarget.so", "target.c", "-Wl,-soname,libtarget.so");
     /* Bound at load, GOT read-only after relocation (RELRO). */
-    compile("libearly.so", "caller.c", "-Wl,-z,relro,-z,now -L. -ltarget -Wl,-rpath,'$ORIGIN'");
-    compile("liblate.so", "caller.c", "-Wl,-z,lazy -L. -ltarget -Wl,-rpath,'$ORIGIN'");
-    compile("liblazy.so", "lazy.c", "-Wl,-z,lazy -L. -ltarget -Wl,-rpath,'$ORIGIN'");
-    compile("libns.so", "caller.c", "-Wl,-z,now -L. -ltarget -Wl,-rpath,'$ORIGIN'");
-    if (0 != mkdir(strcat(strcpy(flags, dir), "/private"), 0700)) {
+    test_helper_compile("libearly.so", "caller.c",
+                        "-Wl,-z,relro,-z,now -L. -ltarget -Wl,-rpath,'$ORIGIN'");
+    test_helper_compile("liblate.so", "caller.c", "-Wl,-z,lazy -L. -ltarget -Wl,-rpath,'$ORIGIN'");
+    test_helper_compile("liblazy.so", "lazy.c", "-Wl,-z,lazy -L. -ltarget -Wl,-rpath,'$ORIGIN'");
+    test_helper_compile("libns.so", "caller.c", "-Wl,-z,now -L. -ltarget -Wl,-rpath,'$ORIGIN'");
+    if (0 != mkdir(strcat(strcpy(flags, test_helper_dir), "/private"), 0700)) {
         TEST_SKIP("cannot create %s", flags);
     }
-    compile("private/libhidden.so", "hidden.c", "");
-    snprintf(flags, sizeof(flags), "-Wl,--disable-new-dtags -Wl,-rpath,%s/private", dir);
-    compile("librpath.so", "opener.c", flags);
-    snprintf(flags, sizeof(flags), "-Wl,--enable-new-dtags -Wl,-rpath,%s/private", dir);
-    compile("librunpath.so", "opener.c", flags);
+    test_helper_compile("private/libhidden.so", "hidden.c", "");
+    snprintf(flags, sizeof(flags), "-Wl,--disable-new-dtags -Wl,-rpath,%s/private",
+             test_helper_dir);
+    test_helper_compile("librpath.so", "opener.c", flags);
+    snprintf(flags, sizeof(flags), "-Wl,--enable-new-dtags -Wl,-rpath,%s/private", test_helper_dir);
+    test_helper_compile("librunpath.so", "opener.c", flags);
 }
 
 static void *open_lib(const char *name, int mode)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    void *h = dlopen(path, mode);
-    CHECK_MSG(NULL != h, "dlopen %s: %s", path, dlerror());
+    void *h = test_helper_open(name, mode);
     if (NULL == h) {
         exit(test_finish("got_test"));
     }
@@ -135,10 +123,7 @@ static int records_in(const char *object)
 
 int main(void)
 {
-    snprintf(dir, sizeof(dir), "%s/opal_got_test.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (NULL == mkdtemp(dir)) {
-        TEST_SKIP("cannot create a temporary directory");
-    }
+    test_helper_mkdir("opal_got_test");
     build_libraries();
 
     /* Loaded before setup; libtarget global, so that RTLD_DEFAULT sees it. */
@@ -259,7 +244,7 @@ int main(void)
 
     /* A new namespace, with its own copies of libtarget and libc: patched too. */
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/libns.so", dir);
+    snprintf(path, sizeof(path), "%s/libns.so", test_helper_dir);
     void *ns = dlmopen(LM_ID_NEWLM, path, RTLD_NOW);
     CHECK_MSG(NULL != ns, "dlmopen: %s", dlerror());
     if (ns) {
@@ -275,7 +260,7 @@ int main(void)
 
     /* dlclose of a patched object: its records go, nothing is written there later. */
     dlclose(late);
-    snprintf(path, sizeof(path), "%s/liblate.so", dir);
+    snprintf(path, sizeof(path), "%s/liblate.so", test_helper_dir);
     CHECK(NULL == dlopen(path, RTLD_NOW | RTLD_NOLOAD));
     CHECK_MSG(0 == records_in("liblate.so"), "%d records of an unloaded object", records_in("liblate.so"));
 
@@ -291,9 +276,6 @@ int main(void)
     CHECK(real_target == (uintptr_t) dlsym(RTLD_DEFAULT, "got_target"));
     snapshot_free(&before);
     CHECK(OPAL_SUCCESS == opal_finalize_util());
-
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    CHECK(0 == system(cmd));
+    test_helper_cleanup();
     return test_finish("got_test");
 }
