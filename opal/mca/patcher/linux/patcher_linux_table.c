@@ -32,8 +32,34 @@ static int mapping;
 static bool following;
 static mca_patcher_linux_counts_t seen;
 
+/*
+ * fork: the child has only the forking thread.  The lock may be held by
+ * another one (a dlopen holds it across the loader's work, constructors
+ * included) or by the forking thread under its parent id, and mapping may
+ * count threads that are gone: both are made new in the child.  glibc too
+ * re-creates its loader's lock in the child rather than waiting for it
+ * before the fork (a library's constructor may wait for the very thread
+ * that forks).
+ */
+static void table_atfork_child(void)
+{
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    __atomic_store_n(&mapping, 0, __ATOMIC_RELAXED);
+}
+
+static void table_atfork(void)
+{
+    (void) pthread_atfork(NULL, NULL, table_atfork_child);
+}
+
 void mca_patcher_linux_lock(void)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&atfork_once, table_atfork);
     pthread_mutex_lock(&lock);
 }
 
