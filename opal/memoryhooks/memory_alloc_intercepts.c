@@ -22,7 +22,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/lib-names.h>
-#include <link.h>
 #include <malloc.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,7 +32,7 @@
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
-#include "opal/mca/patcher/base/base_call_as.h"
+#include "opal/mca/patcher/base/base_dl.h"
 #include "opal/memoryhooks/memory_patch.h"
 #include "opal/memoryhooks/memory_variants.h"
 #include "opal/util/output.h"
@@ -43,7 +42,6 @@
 #pragma weak dlsym
 #pragma weak dlopen
 #pragma weak dlclose
-#pragma weak dladdr1
 
 /* glibc's chunk header (two words) precedes the user pointer: prev_size, then size
  * with flag bits; IS_MMAPPED marks a chunk that is its own mapping, which
@@ -196,30 +194,11 @@ static void *libc_free(void)
     return fn;
 }
 
-/*
- * The free that the libraries' calls reach.  A program built without PIE
- * that takes free's address has a canonical PLT entry for it, which dlsym
- * finds (the program's symbol, undefined but with a value); a call from a
- * library binds past it (the loader's PLT class), to the definition after
- * the program: dlsym(RTLD_NEXT) made as the program (base_call_as.h).
- * Where that call cannot be made, the entry stands, and glibc's malloc is
- * taken not to be in use.
- */
+/* The free that the libraries' calls reach (past a program's canonical PLT entry: base_dl.h). */
 static void *free_reached(void)
 {
-    void *def = dlsym(RTLD_DEFAULT, "free");
-    Dl_info info;
-    const ElfW(Sym) *sym = NULL;
-    uintptr_t next;
-    const char *why;
-    if (NULL != def && NULL != dladdr1 &&
-        0 != dladdr1(def, &info, (void **) &sym, RTLD_DL_SYMENT) && NULL != sym &&
-        SHN_UNDEF == sym->st_shndx &&
-        mca_patcher_base_call_as(def, (uintptr_t) dlsym, (uintptr_t) RTLD_NEXT,
-                                 (uintptr_t) "free", 0, &next, &why)) {
-        return (void *) next;
-    }
-    return def;
+    return (void *) mca_patcher_base_dl_past_plt_entry((uintptr_t) dlsym(RTLD_DEFAULT, "free"),
+                                                       "free", (uintptr_t) dlsym);
 }
 
 /* Is glibc's malloc the one callers reach?  (valgrind redirects malloc to

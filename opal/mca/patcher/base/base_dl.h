@@ -79,6 +79,19 @@ static inline __attribute__((always_inline)) const void *mca_patcher_base_patche
  */
 void mca_patcher_base_dl_clear_error(void);
 
+/*
+ * What a call binds to, from the address dlsym found for symbol.  A
+ * program built without PIE has a canonical PLT entry for a function whose
+ * address it takes (riscv64's linker gives one to every function such a
+ * program calls): its symbol, undefined but with a value, which dlsym
+ * finds and the binding of a PLT slot passes over (the loader's PLT class)
+ * to the definition after the program: dlsym(RTLD_NEXT) made as the
+ * program through dlsym_fn (base_call_as.h).  def itself when it is no
+ * such entry, 0 when it is one that cannot be followed.
+ */
+uintptr_t mca_patcher_base_dl_past_plt_entry(uintptr_t def, const char *symbol,
+                                             uintptr_t dlsym_fn);
+
 /* The object that holds addr (the program's when none does), and its namespace. */
 struct link_map *mca_patcher_base_dl_caller(const void *addr, Lmid_t *lmid);
 

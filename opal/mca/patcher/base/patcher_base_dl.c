@@ -52,6 +52,25 @@ bool mca_patcher_base_dyn_get(const ElfW(Dyn) *dyn, ElfW(Sxword) tag, uintptr_t 
     return false;
 }
 
+uintptr_t mca_patcher_base_dl_past_plt_entry(uintptr_t def, const char *symbol,
+                                             uintptr_t dlsym_fn)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    uintptr_t next;
+    const char *why;
+    if (0 == def || NULL == dladdr1 ||
+        0 == dladdr1((void *) def, &info, (void **) &sym, RTLD_DL_SYMENT) || NULL == sym ||
+        SHN_UNDEF != sym->st_shndx) {
+        return def;
+    }
+    return 0 != dlsym_fn && mca_patcher_base_call_as((const void *) def, dlsym_fn,
+                                                     (uintptr_t) RTLD_NEXT, (uintptr_t) symbol, 0,
+                                                     &next, &why)
+               ? next
+               : 0;
+}
+
 struct link_map *mca_patcher_base_dl_caller(const void *addr, Lmid_t *lmid)
 {
     Dl_info info;

@@ -68,9 +68,14 @@ void mca_patcher_linux_loader_set_real(int fn, uintptr_t real)
 
 void mca_patcher_linux_loader_find_own(void)
 {
-    /* RTLD_DEFAULT finds definitions, whatever the slots hold. */
-    for (int i = 0; i < MCA_PATCHER_LINUX_DL_COUNT && 0 != reals[MCA_PATCHER_LINUX_DLSYM]; i++) {
-        own[i] = (uintptr_t) REAL(dlsym, MCA_PATCHER_LINUX_DLSYM)(RTLD_DEFAULT, symbols[i]);
+    /* RTLD_DEFAULT finds definitions, whatever the slots hold, but for a
+     * program's canonical PLT entry, which calls through its slot (ours
+     * once patched): past it (0 if it cannot be: the real one then). */
+    const uintptr_t real_dlsym = reals[MCA_PATCHER_LINUX_DLSYM];
+    for (int i = 0; i < MCA_PATCHER_LINUX_DL_COUNT && 0 != real_dlsym; i++) {
+        own[i] = mca_patcher_base_dl_past_plt_entry(
+            (uintptr_t) REAL(dlsym, MCA_PATCHER_LINUX_DLSYM)(RTLD_DEFAULT, symbols[i]), symbols[i],
+            real_dlsym);
     }
 }
 
