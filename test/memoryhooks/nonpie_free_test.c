@@ -16,6 +16,7 @@
 #include "opal/constants.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
+#include "test/support/linux_hooks.h"
 #include "test/support/test_util.h"
 
 #define BLOCK_SIZE (4u << 20) /* above the mmap threshold: a mapping of its own */
@@ -41,12 +42,7 @@ int main(int argc, char **argv)
         TEST_SKIP("a sanitizer's allocator keeps freed blocks (its quarantine) and maps its own");
     }
     free_address = free;
-    Dl_info info, self;
-    if (0 == dladdr((void *) free_address, &info) || 0 == dladdr((void *) main, &self) ||
-        info.dli_fbase != self.dli_fbase) {
-        TEST_SKIP("free's address taken by the program is not a PLT entry of its own (%s)",
-                  info.dli_fname ? info.dli_fname : "no object");
-    }
+    test_require_own_plt_entry((void *) free_address, (void *) main, "free");
     if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
         return 1;
     }

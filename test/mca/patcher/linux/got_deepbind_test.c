@@ -24,6 +24,7 @@
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
 #include "test/support/helper_libs.h"
+#include "test/support/linux_hooks.h"
 #include "test/support/test_util.h"
 
 static void build_libraries(void)
@@ -78,13 +79,7 @@ int main(void)
         return test_finish("got_deepbind_test");
     }
 
-    setenv("OMPI_MCA_patcher", "linux", 1);
-    CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
-    int rc = opal_mem_hooks_register_release(on_release, NULL);
-    const char *name = mca_patcher_base_selected_name();
-    if (OPAL_SUCCESS != rc || NULL == name || 0 != strcmp(name, "linux")) {
-        CHECK_MSG(0, "the hooks were not set up by the linux component (%d, %s)", rc,
-                  name ? name : "none");
+    if (!test_hooks_by_linux(on_release)) {
         return test_finish("got_deepbind_test");
     }
 

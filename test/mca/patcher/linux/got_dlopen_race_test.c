@@ -47,6 +47,7 @@
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
 #include "test/support/helper_libs.h"
+#include "test/support/linux_hooks.h"
 #include "test/support/test_util.h"
 
 #define ROUNDS       10
@@ -173,13 +174,7 @@ static void *writer(void *arg)
 
 static int run(void)
 {
-    setenv("OMPI_MCA_patcher", "linux", 1);
-    CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
-    int rc = opal_mem_hooks_register_release(on_release, NULL);
-    const char *name = mca_patcher_base_selected_name();
-    if (OPAL_SUCCESS != rc || NULL == name || 0 != strcmp(name, "linux")) {
-        CHECK_MSG(0, "the hooks were not set up by the linux component (%d, %s)", rc,
-                  name ? name : "none");
+    if (!test_hooks_by_linux(on_release)) {
         return test_finish("got_dlopen_race_test");
     }
     for (int round = 0; round < 2 * ROUNDS && 0 == test_failures; round++) {

@@ -22,6 +22,7 @@
 #include "opal/mca/patcher/base/base.h"
 #include "opal/runtime/opal.h"
 #include "test/support/helper_libs.h"
+#include "test/support/linux_hooks.h"
 #include "test/support/test_util.h"
 
 /* Written by the code below: non-PIC code puts free's address in it. */
@@ -42,12 +43,7 @@ int main(void)
         TEST_SKIP("LD_BIND_NOW is set: no slot is lazily bound");
     }
     free_address = free;
-    Dl_info info, self;
-    if (0 == dladdr((void *) free_address, &info) || 0 == dladdr((void *) main, &self) ||
-        info.dli_fbase != self.dli_fbase) {
-        TEST_SKIP("free's address taken by the program is not a PLT entry of its own (%s)",
-                  info.dli_fname ? info.dli_fname : "no object");
-    }
+    test_require_own_plt_entry((void *) free_address, (void *) main, "free");
     test_helper_mkdir("opal_got_stub");
     test_write_file(test_helper_dir, "freer.c",
                     "#include <stdlib.h>\n"
