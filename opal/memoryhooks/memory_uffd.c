@@ -259,6 +259,10 @@ static void atfork_child(void)
     pthread_mutex_init(&table_lock, NULL);
     pthread_mutex_init(&drain_lock, NULL);
     draining = 0;
+    /* The parent's reader may have forked us between a read and its last
+     * push: no reader here lowers the flag, and a source started in the
+     * child would wait for it at every drain. */
+    mid_read = 0;
 }
 
 static int uffd_start(const char **reason)
