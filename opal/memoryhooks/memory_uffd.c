@@ -194,6 +194,7 @@ static void push(uintptr_t start, uintptr_t len)
 }
 
 static void table_remove(uintptr_t start, uintptr_t end, bool kernel);
+static void table_clear(void);
 
 /*
  * A lookup delivers an event: the range leaves the table first (the
@@ -202,6 +203,19 @@ static void table_remove(uintptr_t start, uintptr_t end, bool kernel);
  */
 static __thread bool dispatching
     __attribute__((tls_model("initial-exec"))); /* no allocation on first touch */
+
+/*
+ * To the registry, marked as ours: the callbacks' unsubscribe is not for
+ * our own (late) events, whose pages may have been mapped and subscribed
+ * again since, and a callback's own lookup does not drain (this thread
+ * holds drain_lock).
+ */
+static void deliver(uintptr_t start, uintptr_t len)
+{
+    dispatching = true;
+    opal_mem_hooks_dispatch(start, len, false);
+    dispatching = false;
+}
 
 static void dispatch(uintptr_t start, uintptr_t len)
 {
@@ -215,11 +229,25 @@ static void dispatch(uintptr_t start, uintptr_t len)
         }
         pthread_mutex_unlock(&table_lock);
     }
-    /* The callbacks' unsubscribe is not for our own (late) events: the pages
-     * may have been mapped and subscribed again since. */
-    dispatching = true;
-    opal_mem_hooks_dispatch(start, len, false);
-    dispatching = false;
+    deliver(start, len);
+}
+
+/*
+ * The ring overflowed: some ranges were not kept, so everything counts as
+ * released.  The table cannot tell which of its ranges went with a lost
+ * event, so it is emptied first (waiting for the lock, as dispatch does):
+ * a range subscribed before belongs to a registration that the delivery
+ * invalidates (a cache subscribes what it already holds), one subscribed
+ * after is watched, and stays so (the callbacks do not unsubscribe).
+ */
+static void dispatch_all(void)
+{
+    pthread_mutex_lock(&table_lock);
+    if (__atomic_load_n(&started, __ATOMIC_RELAXED)) {
+        table_clear();
+    }
+    pthread_mutex_unlock(&table_lock);
+    deliver(0, UINTPTR_MAX & ~(opal_mem_hooks_page_size - 1));
 }
 
 /*
@@ -313,13 +341,7 @@ static void uffd_stop(void)
     }
     __atomic_store_n(&started, 0, __ATOMIC_RELEASE);
     /* No new events for our ranges; the reader still reads what is queued. */
-    for (size_t i = 0; i < table_n; i++) {
-        struct uffdio_range r = {.start = table[i].start, .len = table[i].end - table[i].start};
-        (void) ioctl(uffd, UFFDIO_UNREGISTER, &r);
-    }
-    table_n = 0;
-    __atomic_store_n(&table_low, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&table_high, 0, __ATOMIC_RELAXED);
+    table_clear();
     pthread_mutex_unlock(&table_lock);
     uint64_t one = 1;
     if (sizeof(one) != write(stop_fd, &one, sizeof(one))) {
@@ -452,6 +474,16 @@ static void table_remove(uintptr_t start, uintptr_t end, bool kernel)
     table_span();
 }
 
+/* Every range out of the table and the kernel's registration (lock held). */
+static void table_clear(void)
+{
+    for (size_t i = 0; i < table_n; i++) {
+        unregister(table[i].start, table[i].end);
+    }
+    table_n = 0;
+    table_span();
+}
+
 /*
  * Called on the release path (maybe inside the allocator, maybe in a
  * signal handler): never waits for the lock.  What it does not take out
@@ -509,8 +541,7 @@ static void uffd_drain(bool strict)
         }
     }
     if (opal_mem_uffd_ring_take_overflow(&ring)) {
-        /* Some ranges were not kept: everything counts as released. */
-        opal_mem_hooks_dispatch(0, UINTPTR_MAX & ~(opal_mem_hooks_page_size - 1), false);
+        dispatch_all();
     }
     opal_mem_uffd_range_t r;
     while (opal_mem_uffd_ring_pop(&ring, &r)) {

@@ -159,6 +159,41 @@ static void check_release(const char *what, int how)
     opal_mem_uffd_source.drain(true);
 }
 
+/*
+ * More releases than the ring holds before a drain: the drain reports
+ * everything released, and the source forgets the ranges whose events it
+ * lost (the kernel forgot them with their mappings), or they would stay in
+ * its table, counted against the cap, for as long as the process lives.
+ */
+static void test_overflow(void)
+{
+    const size_t n = OPAL_MEM_UFFD_RING_SLOTS + 100;
+    /* Every other page: ranges that do not touch stay separate entries. */
+    char *p = map_watched(2 * n * PAGE);
+    CHECK(NULL != p);
+    opal_mem_uffd_stats_t st;
+    opal_mem_uffd_stats(&st);
+    const size_t before = st.ranges;
+    const uint64_t overflows = st.overflows;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(OPAL_SUCCESS == opal_mem_uffd_source.subscribe(p + 2 * i * PAGE, PAGE));
+    }
+    opal_mem_uffd_stats(&st);
+    CHECK_MSG(before + n == st.ranges, "%zu separate pages are %zu ranges", n, st.ranges - before);
+    for (size_t i = 0; i < n; i++) {
+        syscall(SYS_munmap, p + 2 * i * PAGE, PAGE); /* each waits for the read, none drained */
+    }
+    hits = 0;
+    opal_mem_uffd_source.drain(false);
+    opal_mem_uffd_stats(&st);
+    CHECK_MSG(st.overflows > overflows, "%zu releases without a drain: no overflow", n);
+    CHECK_MSG(hits >= 1, "an overflow: no event");
+    CHECK_MSG(before == st.ranges, "after an overflow %zu ranges whose mappings are gone are still "
+                                   "in the table", st.ranges - before);
+    syscall(SYS_munmap, p, 2 * n * PAGE);
+    opal_mem_uffd_source.drain(true);
+}
+
 static void test_source(void)
 {
     const char *reason = NULL;
@@ -211,6 +246,8 @@ static void test_source(void)
     syscall(SYS_munmap, p, 4 * PAGE);
     opal_mem_uffd_source.drain(true);
     CHECK_MSG(hits >= 1, "the release of the pages around an unsubscribed one: %d events", hits);
+
+    test_overflow();
 
     /* A release sleeping for the reader at stop: stop still returns, the thread wakes. */
     opal_mem_uffd_source.stop();
