@@ -196,27 +196,32 @@ static void push(uintptr_t start, uintptr_t len)
 static void table_remove(uintptr_t start, uintptr_t end, bool kernel);
 static void table_clear(void);
 
+/* The event this thread is delivering, [start, end); end 0: none.
+ * initial-exec: no allocation on first touch. */
+static __thread uintptr_t delivering_start __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t delivering_end __attribute__((tls_model("initial-exec")));
+
+/*
+ * To the registry, marked as ours: the callbacks' unsubscribe of this range
+ * is not done (the event is late: its pages may have been mapped and
+ * subscribed again since), and a callback's own lookup does not drain
+ * (this thread holds drain_lock).  A callback's own release of other pages
+ * is a patch event like any other: unsubscribed, or the kernel would
+ * report it a second time.
+ */
+static void deliver(uintptr_t start, uintptr_t len)
+{
+    delivering_start = start;
+    delivering_end = start + len;
+    opal_mem_hooks_dispatch(start, len, false);
+    delivering_end = 0;
+}
+
 /*
  * A lookup delivers an event: the range leaves the table first (the
  * kernel forgot a range whose pages are gone), waiting for the lock: a
  * lookup holds nothing a subscriber could wait for.
  */
-static __thread bool dispatching
-    __attribute__((tls_model("initial-exec"))); /* no allocation on first touch */
-
-/*
- * To the registry, marked as ours: the callbacks' unsubscribe is not for
- * our own (late) events, whose pages may have been mapped and subscribed
- * again since, and a callback's own lookup does not drain (this thread
- * holds drain_lock).
- */
-static void deliver(uintptr_t start, uintptr_t len)
-{
-    dispatching = true;
-    opal_mem_hooks_dispatch(start, len, false);
-    dispatching = false;
-}
-
 static void dispatch(uintptr_t start, uintptr_t len)
 {
     const uintptr_t mask = opal_mem_hooks_page_size - 1;
@@ -492,7 +497,8 @@ static void table_clear(void)
 static void uffd_unsubscribe(void *addr, size_t len)
 {
     uintptr_t start = (uintptr_t) addr, end = start + len;
-    if (dispatching || end <= __atomic_load_n(&table_low, __ATOMIC_RELAXED) ||
+    if ((start >= delivering_start && end <= delivering_end) ||
+        end <= __atomic_load_n(&table_low, __ATOMIC_RELAXED) ||
         start >= __atomic_load_n(&table_high, __ATOMIC_RELAXED) ||
         0 != pthread_mutex_trylock(&table_lock)) {
         return;
@@ -522,7 +528,7 @@ static void uffd_unsubscribe(void *addr, size_t len)
  */
 static void uffd_drain(bool strict)
 {
-    if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || dispatching) {
+    if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || 0 != delivering_end) {
         return;
     }
     /* Never long: with the flag up the reader only reads (nonblocking) and pushes. */

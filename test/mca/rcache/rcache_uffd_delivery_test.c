@@ -1,7 +1,15 @@
 /*
- * rcache_base_uffd=on when more watched ranges are released (raw munmap,
- * no patch sees it) than the source's ring holds before the next lookup:
- * that lookup takes the overflow as "everything released".
+ * How the userfaultfd source's events reach the callbacks, with
+ * rcache_base_uffd=on.
+ *
+ * Once: a callback that releases cached memory with libc's munmap while a
+ * kernel event is delivered to it (a patch event, inside a lookup) hears
+ * of that release once, as every callback must; the kernel does not
+ * report it a second time.
+ *
+ * An overflow: more watched ranges are released (raw munmap, no patch
+ * sees it) than the source's ring holds before the next lookup, which
+ * takes the overflow as "everything released".
  *
  *   - An event callback that looks into the cache while the overflow is
  *     delivered (a callback's own lookup, which does not drain) returns:
@@ -73,17 +81,55 @@ static bool cached(char *p, size_t len)
     return true;
 }
 
-/* A callback that looks into the cache at each event it is given (not the allocator's). */
-static char *probe;
-static int lookups_in_callback;
+/*
+ * The callback: counts the events covering 'victim'; releases it (libc)
+ * at the event for 'trigger'; looks into the cache at each event while
+ * 'probe' is set (events not the allocator's).
+ */
+static char *victim, *trigger, *probe;
+static int victim_events, lookups_in_callback;
+
+static bool covers(void *buf, size_t len, const char *p)
+{
+    return NULL != p && (uintptr_t) buf <= (uintptr_t) p && (uintptr_t) buf + len > (uintptr_t) p;
+}
 
 static void on_event(void *buf, size_t len, void *cbdata, bool from_alloc)
 {
-    (void) buf, (void) len, (void) cbdata;
+    (void) cbdata;
+    victim_events += covers(buf, len, victim);
+    if (covers(buf, len, trigger)) {
+        trigger = NULL;
+        munmap(victim, PAGE);
+    }
     if (!from_alloc && NULL != __atomic_load_n(&probe, __ATOMIC_ACQUIRE)) {
         (void) cached(probe, PAGE);
         lookups_in_callback++;
     }
+}
+
+static char *map_page(void)
+{
+    char *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(MAP_FAILED != p);
+    memset(p, 1, PAGE);
+    return p;
+}
+
+static void test_once(void)
+{
+    char *t = map_page(), *v = map_page(), *other = map_page();
+    CHECK(OPAL_SUCCESS == cache(t, PAGE) && OPAL_SUCCESS == cache(v, PAGE));
+    victim = v;
+    trigger = t;
+    syscall(SYS_munmap, t, PAGE); /* the kernel's event: delivered at the next lookup */
+    CHECK(!cached(other, PAGE));
+    CHECK_MSG(NULL == trigger, "the raw munmap of a cached page: no event");
+    CHECK(!cached(other, PAGE));
+    CHECK_MSG(1 == victim_events, "a munmap made in a callback reported %d times", victim_events);
+    CHECK_MSG(!cached(v, PAGE), "a munmap made in a callback left its registration cached");
+    victim = NULL;
+    munmap(other, PAGE);
 }
 
 int main(int argc, char **argv)
@@ -107,6 +153,7 @@ int main(int argc, char **argv)
     }
     CHECK(NULL != rcache->rcache_uffd);
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(on_event, NULL));
+    test_once();
 
     /* Every other page: separate registrations, separate watched ranges. */
     char *p = mmap(NULL, 2 * RELEASES * PAGE, PROT_READ | PROT_WRITE,
@@ -124,8 +171,7 @@ int main(int argc, char **argv)
         syscall(SYS_munmap, p + 2 * i * PAGE, PAGE); /* no patch sees it, no lookup drains */
     }
 
-    char *q = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(MAP_FAILED != q);
+    char *q = map_page();
     __atomic_store_n(&probe, q, __ATOMIC_RELEASE);
     CHECK(!cached(p, PAGE)); /* the drain: the overflow, delivered to on_event too */
     __atomic_store_n(&probe, NULL, __ATOMIC_RELEASE);
@@ -142,7 +188,6 @@ int main(int argc, char **argv)
               st.ranges);
 
     /* Watched again: a raw release of a new registration is an event. */
-    memset(q, 1, PAGE);
     CHECK(OPAL_SUCCESS == cache(q, PAGE));
     syscall(SYS_munmap, q, PAGE);
     CHECK_MSG(!cached(q, PAGE), "a registration made after the overflow is not watched");
@@ -153,5 +198,5 @@ int main(int argc, char **argv)
               deregistered);
     syscall(SYS_munmap, p, 2 * RELEASES * PAGE);
     opal_finalize_util();
-    return test_finish("rcache_uffd_overflow_test");
+    return test_finish("rcache_uffd_delivery_test");
 }
