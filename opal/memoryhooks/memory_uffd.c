@@ -142,32 +142,39 @@ static void resolve_fault(const struct uffd_msg *msg)
 }
 
 /*
- * The released range of an event; false for a fault.  Bit 0 of the start
- * (page aligned) says the mapping went too (UNMAP, REMAP: the kernel no
- * longer watches it); REMOVE (madvise) keeps the mapping, and its watch.
+ * The ranges of an event, each handed to sink; none for a fault.  Bit 0 of
+ * a start (page aligned) says the mapping went too (UNMAP, REMAP: the
+ * kernel no longer watches it); REMOVE (madvise) keeps the mapping, and
+ * its watch.  Bit 1 marks where REMAP moved the pages: the kernel watches
+ * them there, in no range of ours, and the drain takes that watch back.
  */
-#define GONE ((uintptr_t) 1)
-static bool msg_range(const struct uffd_msg *msg, uintptr_t *start, uintptr_t *len)
+#define GONE  ((uintptr_t) 1)
+#define MOVED ((uintptr_t) 2)
+static void msg_ranges(const struct uffd_msg *msg, void (*sink)(uintptr_t start, uintptr_t len))
 {
     switch (msg->event) {
     case UFFD_EVENT_UNMAP:
     case UFFD_EVENT_REMOVE:
-        *start = msg->arg.remove.start | (UFFD_EVENT_UNMAP == msg->event ? GONE : 0);
-        *len = msg->arg.remove.end - msg->arg.remove.start;
-        return *len > 0;
+        if (msg->arg.remove.end > msg->arg.remove.start) {
+            sink(msg->arg.remove.start | (UFFD_EVENT_UNMAP == msg->event ? GONE : 0),
+                 msg->arg.remove.end - msg->arg.remove.start);
+        }
+        break;
     case UFFD_EVENT_REMAP:
-        *start = msg->arg.remap.from | GONE;
-        *len = msg->arg.remap.len;
-        return *len > 0;
+        if (msg->arg.remap.len > 0) {
+            sink(msg->arg.remap.from | GONE, msg->arg.remap.len);
+            sink(msg->arg.remap.to | MOVED, msg->arg.remap.len);
+        }
+        break;
     case UFFD_EVENT_PAGEFAULT:
         resolve_fault(msg);
-        return false;
+        break;
     default:
-        return false;
+        break;
     }
 }
 
-/* One nonblocking read; each event handed to sink.  The count read, 0 when none is queued. */
+/* One nonblocking read; each event's ranges handed to sink.  The count read, 0 when none is queued. */
 static int read_events(void (*sink)(uintptr_t start, uintptr_t len))
 {
     struct uffd_msg msg[READ_BATCH];
@@ -178,10 +185,7 @@ static int read_events(void (*sink)(uintptr_t start, uintptr_t len))
     int n = (int) (got / (ssize_t) sizeof(msg[0]));
     __atomic_add_fetch(&events, (uint64_t) n, __ATOMIC_RELAXED);
     for (int i = 0; i < n; i++) {
-        uintptr_t start, len;
-        if (msg_range(&msg[i], &start, &len)) {
-            sink(start, len);
-        }
+        msg_ranges(&msg[i], sink);
     }
     return n;
 }
@@ -195,6 +199,7 @@ static void push(uintptr_t start, uintptr_t len)
 
 static void table_remove(uintptr_t start, uintptr_t end, bool kernel);
 static void table_clear(void);
+static void table_unwatch_outside(uintptr_t start, uintptr_t end);
 
 /* The event this thread is delivering, [start, end); end 0: none.
  * initial-exec: no allocation on first touch. */
@@ -225,16 +230,22 @@ static void deliver(uintptr_t start, uintptr_t len)
 static void dispatch(uintptr_t start, uintptr_t len)
 {
     const uintptr_t mask = opal_mem_hooks_page_size - 1;
-    const bool gone = start & GONE;
+    const uintptr_t marks = start & mask;
     start &= ~mask;
-    if (gone) {
+    if (marks) {
         pthread_mutex_lock(&table_lock);
         if (__atomic_load_n(&started, __ATOMIC_RELAXED)) {
-            table_remove(start, start + len, false);
+            if (marks & MOVED) {
+                table_unwatch_outside(start, start + len);
+            } else {
+                table_remove(start, start + len, false);
+            }
         }
         pthread_mutex_unlock(&table_lock);
     }
-    deliver(start, len);
+    if (!(marks & MOVED)) { /* moved pages are no release */
+        deliver(start, len);
+    }
 }
 
 /*
@@ -477,6 +488,27 @@ static void table_remove(uintptr_t start, uintptr_t end, bool kernel)
         table_n = table_n - (j - i) + nkeep;
     }
     table_span();
+}
+
+/*
+ * The kernel's watch off the parts of [start, end) that the table does not
+ * hold (lock held): pages that a raw mremap moved there, still watched, whose
+ * release would make its thread wait for our reader and be reported twice
+ * (the patch's event, then the kernel's).  What the table holds was
+ * subscribed since, and stays.
+ */
+static void table_unwatch_outside(uintptr_t start, uintptr_t end)
+{
+    uintptr_t from = start;
+    for (size_t k = table_find(start + 1); k < table_n && table[k].start < end; k++) {
+        if (table[k].start > from) {
+            unregister(from, table[k].start);
+        }
+        from = table[k].end;
+    }
+    if (from < end) {
+        unregister(from, end);
+    }
 }
 
 /* Every range out of the table and the kernel's registration (lock held). */

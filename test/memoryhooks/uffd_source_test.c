@@ -4,8 +4,9 @@
  * then the source fed by raw system calls that no patch sees (munmap,
  * madvise DONTNEED, mremap, mmap MAP_FIXED): each is an event, delivered
  * by a drain in the releasing thread right after the call returns (the
- * mid-read flag), and an unsubscribed range is none.  SKIP where
- * userfaultfd is refused, with the reason.
+ * mid-read flag), and an unsubscribed range is none (also where a raw
+ * mremap moved subscribed pages); an overflow leaves no range behind.
+ * SKIP where userfaultfd is refused, with the reason.
  */
 #include "opal_config.h"
 
@@ -203,6 +204,20 @@ static void test_source(void)
     check_release("syscall(SYS_madvise, MADV_DONTNEED)", 1);
     check_release("syscall(SYS_mremap)", 2);
     check_release("syscall(SYS_mmap, MAP_FIXED)", 3);
+
+    /* Pages a raw mremap moved elsewhere are not watched there (never subscribed). */
+    char *m = map_watched(2 * PAGE);
+    char *to = mmap(NULL, 2 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(OPAL_SUCCESS == opal_mem_uffd_source.subscribe(m, 2 * PAGE));
+    CHECK((long) to == (long) syscall(SYS_mremap, m, 2 * PAGE, 2 * PAGE,
+                                      MREMAP_MAYMOVE | MREMAP_FIXED, to));
+    opal_mem_uffd_source.drain(false);
+    watch_lo = (uintptr_t) to;
+    watch_hi = watch_lo + 2 * PAGE;
+    hits = 0;
+    syscall(SYS_munmap, to, 2 * PAGE);
+    opal_mem_uffd_source.drain(true);
+    CHECK_MSG(0 == hits, "a munmap where a raw mremap moved subscribed pages: %d events", hits);
 
     /* The handshake, many times: each release is delivered by the very next drain. */
     char *p = map_watched(2 * PAGE);
