@@ -174,7 +174,7 @@ static void msg_ranges(const struct uffd_msg *msg, void (*sink)(uintptr_t start,
     }
 }
 
-/* One nonblocking read; each event's ranges handed to sink.  The count read, 0 when none is queued. */
+/* One nonblocking read; each event's ranges handed to sink.  The count read, 0: none queued. */
 static int read_events(void (*sink)(uintptr_t start, uintptr_t len))
 {
     struct uffd_msg msg[READ_BATCH];

@@ -189,8 +189,8 @@ static void test_overflow(void)
     opal_mem_uffd_stats(&st);
     CHECK_MSG(st.overflows > overflows, "%zu releases without a drain: no overflow", n);
     CHECK_MSG(hits >= 1, "an overflow: no event");
-    CHECK_MSG(before == st.ranges, "after an overflow %zu ranges whose mappings are gone are still "
-                                   "in the table", st.ranges - before);
+    CHECK_MSG(before == st.ranges, "after an overflow %zu ranges whose mappings are gone stay",
+              st.ranges - before);
     syscall(SYS_munmap, p, 2 * n * PAGE);
     opal_mem_uffd_source.drain(true);
 }
@@ -209,8 +209,8 @@ static void test_source(void)
     char *m = map_watched(2 * PAGE);
     char *to = mmap(NULL, 2 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(OPAL_SUCCESS == opal_mem_uffd_source.subscribe(m, 2 * PAGE));
-    CHECK((long) to == (long) syscall(SYS_mremap, m, 2 * PAGE, 2 * PAGE,
-                                      MREMAP_MAYMOVE | MREMAP_FIXED, to));
+    CHECK((long) to ==
+          (long) syscall(SYS_mremap, m, 2 * PAGE, 2 * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, to));
     opal_mem_uffd_source.drain(false);
     watch_lo = (uintptr_t) to;
     watch_hi = watch_lo + 2 * PAGE;

@@ -156,8 +156,8 @@ int main(int argc, char **argv)
     test_once();
 
     /* Every other page: separate registrations, separate watched ranges. */
-    char *p = mmap(NULL, 2 * RELEASES * PAGE, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *p = mmap(NULL, 2 * RELEASES * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
     CHECK(MAP_FAILED != p);
     memset(p, 1, 2 * RELEASES * PAGE);
     for (size_t i = 0; i < RELEASES; i++) {
