@@ -83,12 +83,13 @@ static int open_uffd(const char **reason)
 {
     int fd = (int) syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
     if (fd < 0) {
-        *reason = ENOSYS == errno ? "no userfaultfd system call in this kernel"
-                  : EPERM == errno
-                      ? "userfaultfd refused (EPERM: a seccomp filter such as Docker's default, or "
-                        "vm.unprivileged_userfaultfd=0 without the privilege)"
-                  : EINVAL == errno ? "the kernel is older than 5.11 (no UFFD_USER_MODE_ONLY)"
-                                    : "userfaultfd failed";
+        *reason =
+            ENOSYS == errno ? "no userfaultfd system call in this kernel"
+            : EPERM == errno
+                ? "userfaultfd refused (EPERM: a seccomp filter such as Docker's default, or a "
+                  "security module)"
+            : EINVAL == errno ? "the kernel is older than 5.11 (no UFFD_USER_MODE_ONLY)"
+                              : "userfaultfd failed";
         return -1;
     }
     struct uffdio_api api = {.api = UFFD_API, .features = FEATURES};
