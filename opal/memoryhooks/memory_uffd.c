@@ -83,12 +83,13 @@ static int open_uffd(const char **reason)
 {
     int fd = (int) syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
     if (fd < 0) {
-        *reason = ENOSYS == errno ? "no userfaultfd system call in this kernel"
-                  : EPERM == errno
-                      ? "userfaultfd refused (EPERM: a seccomp filter such as Docker's default, or "
-                        "vm.unprivileged_userfaultfd=0 without the privilege)"
-                  : EINVAL == errno ? "the kernel is older than 5.11 (no UFFD_USER_MODE_ONLY)"
-                                    : "userfaultfd failed";
+        *reason =
+            ENOSYS == errno ? "no userfaultfd system call in this kernel"
+            : EPERM == errno
+                ? "userfaultfd refused (EPERM: a seccomp filter such as Docker's default, or a "
+                  "security module)"
+            : EINVAL == errno ? "the kernel is older than 5.11 (no UFFD_USER_MODE_ONLY)"
+                              : "userfaultfd failed";
         return -1;
     }
     struct uffdio_api api = {.api = UFFD_API, .features = FEATURES};
@@ -142,32 +143,39 @@ static void resolve_fault(const struct uffd_msg *msg)
 }
 
 /*
- * The released range of an event; false for a fault.  Bit 0 of the start
- * (page aligned) says the mapping went too (UNMAP, REMAP: the kernel no
- * longer watches it); REMOVE (madvise) keeps the mapping, and its watch.
+ * The ranges of an event, each handed to sink; none for a fault.  Bit 0 of
+ * a start (page aligned) says the mapping went too (UNMAP, REMAP: the
+ * kernel no longer watches it); REMOVE (madvise) keeps the mapping, and
+ * its watch.  Bit 1 marks where REMAP moved the pages: the kernel watches
+ * them there, in no range of ours, and the drain takes that watch back.
  */
-#define GONE ((uintptr_t) 1)
-static bool msg_range(const struct uffd_msg *msg, uintptr_t *start, uintptr_t *len)
+#define GONE  ((uintptr_t) 1)
+#define MOVED ((uintptr_t) 2)
+static void msg_ranges(const struct uffd_msg *msg, void (*sink)(uintptr_t start, uintptr_t len))
 {
     switch (msg->event) {
     case UFFD_EVENT_UNMAP:
     case UFFD_EVENT_REMOVE:
-        *start = msg->arg.remove.start | (UFFD_EVENT_UNMAP == msg->event ? GONE : 0);
-        *len = msg->arg.remove.end - msg->arg.remove.start;
-        return *len > 0;
+        if (msg->arg.remove.end > msg->arg.remove.start) {
+            sink(msg->arg.remove.start | (UFFD_EVENT_UNMAP == msg->event ? GONE : 0),
+                 msg->arg.remove.end - msg->arg.remove.start);
+        }
+        break;
     case UFFD_EVENT_REMAP:
-        *start = msg->arg.remap.from | GONE;
-        *len = msg->arg.remap.len;
-        return *len > 0;
+        if (msg->arg.remap.len > 0) {
+            sink(msg->arg.remap.from | GONE, msg->arg.remap.len);
+            sink(msg->arg.remap.to | MOVED, msg->arg.remap.len);
+        }
+        break;
     case UFFD_EVENT_PAGEFAULT:
         resolve_fault(msg);
-        return false;
+        break;
     default:
-        return false;
+        break;
     }
 }
 
-/* One nonblocking read; each event handed to sink.  The count read, 0 when none is queued. */
+/* One nonblocking read; each event's ranges handed to sink.  The count read, 0: none queued. */
 static int read_events(void (*sink)(uintptr_t start, uintptr_t len))
 {
     struct uffd_msg msg[READ_BATCH];
@@ -178,10 +186,7 @@ static int read_events(void (*sink)(uintptr_t start, uintptr_t len))
     int n = (int) (got / (ssize_t) sizeof(msg[0]));
     __atomic_add_fetch(&events, (uint64_t) n, __ATOMIC_RELAXED);
     for (int i = 0; i < n; i++) {
-        uintptr_t start, len;
-        if (msg_range(&msg[i], &start, &len)) {
-            sink(start, len);
-        }
+        msg_ranges(&msg[i], sink);
     }
     return n;
 }
@@ -194,32 +199,72 @@ static void push(uintptr_t start, uintptr_t len)
 }
 
 static void table_remove(uintptr_t start, uintptr_t end, bool kernel);
+static void table_clear(void);
+static void table_unwatch_outside(uintptr_t start, uintptr_t end);
+
+/* The event this thread is delivering, [start, end); end 0: none.
+ * initial-exec: no allocation on first touch. */
+static __thread uintptr_t delivering_start __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t delivering_end __attribute__((tls_model("initial-exec")));
+
+/*
+ * To the registry, marked as ours: the callbacks' unsubscribe of this range
+ * is not done (the event is late: its pages may have been mapped and
+ * subscribed again since), and a callback's own lookup does not drain
+ * (this thread holds drain_lock).  A callback's own release of other pages
+ * is a patch event like any other: unsubscribed, or the kernel would
+ * report it a second time.
+ */
+static void deliver(uintptr_t start, uintptr_t len)
+{
+    delivering_start = start;
+    delivering_end = start + len;
+    opal_mem_hooks_dispatch(start, len, false);
+    delivering_end = 0;
+}
 
 /*
  * A lookup delivers an event: the range leaves the table first (the
  * kernel forgot a range whose pages are gone), waiting for the lock: a
  * lookup holds nothing a subscriber could wait for.
  */
-static __thread bool dispatching
-    __attribute__((tls_model("initial-exec"))); /* no allocation on first touch */
-
 static void dispatch(uintptr_t start, uintptr_t len)
 {
     const uintptr_t mask = opal_mem_hooks_page_size - 1;
-    const bool gone = start & GONE;
+    const uintptr_t marks = start & mask;
     start &= ~mask;
-    if (gone) {
+    if (marks) {
         pthread_mutex_lock(&table_lock);
         if (__atomic_load_n(&started, __ATOMIC_RELAXED)) {
-            table_remove(start, start + len, false);
+            if (marks & MOVED) {
+                table_unwatch_outside(start, start + len);
+            } else {
+                table_remove(start, start + len, false);
+            }
         }
         pthread_mutex_unlock(&table_lock);
     }
-    /* The callbacks' unsubscribe is not for our own (late) events: the pages
-     * may have been mapped and subscribed again since. */
-    dispatching = true;
-    opal_mem_hooks_dispatch(start, len, false);
-    dispatching = false;
+    if (!(marks & MOVED)) { /* moved pages are no release */
+        deliver(start, len);
+    }
+}
+
+/*
+ * The ring overflowed: some ranges were not kept, so everything counts as
+ * released.  The table cannot tell which of its ranges went with a lost
+ * event, so it is emptied first (waiting for the lock, as dispatch does):
+ * a range subscribed before belongs to a registration that the delivery
+ * invalidates (a cache subscribes what it already holds), one subscribed
+ * after is watched, and stays so (the callbacks do not unsubscribe).
+ */
+static void dispatch_all(void)
+{
+    pthread_mutex_lock(&table_lock);
+    if (__atomic_load_n(&started, __ATOMIC_RELAXED)) {
+        table_clear();
+    }
+    pthread_mutex_unlock(&table_lock);
+    deliver(0, UINTPTR_MAX & ~(opal_mem_hooks_page_size - 1));
 }
 
 /*
@@ -259,6 +304,10 @@ static void atfork_child(void)
     pthread_mutex_init(&table_lock, NULL);
     pthread_mutex_init(&drain_lock, NULL);
     draining = 0;
+    /* The parent's reader may have forked us between a read and its last
+     * push: no reader here lowers the flag, and a source started in the
+     * child would wait for it at every drain. */
+    mid_read = 0;
 }
 
 static int uffd_start(const char **reason)
@@ -309,13 +358,7 @@ static void uffd_stop(void)
     }
     __atomic_store_n(&started, 0, __ATOMIC_RELEASE);
     /* No new events for our ranges; the reader still reads what is queued. */
-    for (size_t i = 0; i < table_n; i++) {
-        struct uffdio_range r = {.start = table[i].start, .len = table[i].end - table[i].start};
-        (void) ioctl(uffd, UFFDIO_UNREGISTER, &r);
-    }
-    table_n = 0;
-    __atomic_store_n(&table_low, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&table_high, 0, __ATOMIC_RELAXED);
+    table_clear();
     pthread_mutex_unlock(&table_lock);
     uint64_t one = 1;
     if (sizeof(one) != write(stop_fd, &one, sizeof(one))) {
@@ -449,6 +492,37 @@ static void table_remove(uintptr_t start, uintptr_t end, bool kernel)
 }
 
 /*
+ * The kernel's watch off the parts of [start, end) that the table does not
+ * hold (lock held): pages that a raw mremap moved there, still watched, whose
+ * release would make its thread wait for our reader and be reported twice
+ * (the patch's event, then the kernel's).  What the table holds was
+ * subscribed since, and stays.
+ */
+static void table_unwatch_outside(uintptr_t start, uintptr_t end)
+{
+    uintptr_t from = start;
+    for (size_t k = table_find(start + 1); k < table_n && table[k].start < end; k++) {
+        if (table[k].start > from) {
+            unregister(from, table[k].start);
+        }
+        from = table[k].end;
+    }
+    if (from < end) {
+        unregister(from, end);
+    }
+}
+
+/* Every range out of the table and the kernel's registration (lock held). */
+static void table_clear(void)
+{
+    for (size_t i = 0; i < table_n; i++) {
+        unregister(table[i].start, table[i].end);
+    }
+    table_n = 0;
+    table_span();
+}
+
+/*
  * Called on the release path (maybe inside the allocator, maybe in a
  * signal handler): never waits for the lock.  What it does not take out
  * is reported by the kernel instead, one round trip later.
@@ -456,7 +530,8 @@ static void table_remove(uintptr_t start, uintptr_t end, bool kernel)
 static void uffd_unsubscribe(void *addr, size_t len)
 {
     uintptr_t start = (uintptr_t) addr, end = start + len;
-    if (dispatching || end <= __atomic_load_n(&table_low, __ATOMIC_RELAXED) ||
+    if ((start >= delivering_start && end <= delivering_end) ||
+        end <= __atomic_load_n(&table_low, __ATOMIC_RELAXED) ||
         start >= __atomic_load_n(&table_high, __ATOMIC_RELAXED) ||
         0 != pthread_mutex_trylock(&table_lock)) {
         return;
@@ -486,7 +561,7 @@ static void uffd_unsubscribe(void *addr, size_t len)
  */
 static void uffd_drain(bool strict)
 {
-    if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || dispatching) {
+    if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || 0 != delivering_end) {
         return;
     }
     /* Never long: with the flag up the reader only reads (nonblocking) and pushes. */
@@ -505,8 +580,7 @@ static void uffd_drain(bool strict)
         }
     }
     if (opal_mem_uffd_ring_take_overflow(&ring)) {
-        /* Some ranges were not kept: everything counts as released. */
-        opal_mem_hooks_dispatch(0, UINTPTR_MAX & ~(opal_mem_hooks_page_size - 1), false);
+        dispatch_all();
     }
     opal_mem_uffd_range_t r;
     while (opal_mem_uffd_ring_pop(&ring, &r)) {

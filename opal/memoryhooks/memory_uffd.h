@@ -17,7 +17,7 @@ extern const opal_mem_source_t opal_mem_uffd_source;
 
 /*
  * Whether the source could start here: NULL, or static text saying why
- * not (seccomp, vm.unprivileged_userfaultfd, an old kernel).  Opens and
+ * not (seccomp, a security module, an old kernel).  Opens and
  * closes a probe descriptor; for opal_patcher_info.
  */
 const char *opal_mem_uffd_probe(void);

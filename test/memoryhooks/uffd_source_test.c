@@ -4,8 +4,9 @@
  * then the source fed by raw system calls that no patch sees (munmap,
  * madvise DONTNEED, mremap, mmap MAP_FIXED): each is an event, delivered
  * by a drain in the releasing thread right after the call returns (the
- * mid-read flag), and an unsubscribed range is none.  SKIP where
- * userfaultfd is refused, with the reason.
+ * mid-read flag), and an unsubscribed range is none (also where a raw
+ * mremap moved subscribed pages); an overflow leaves no range behind.
+ * SKIP where userfaultfd is refused, with the reason.
  */
 #include "opal_config.h"
 
@@ -159,6 +160,41 @@ static void check_release(const char *what, int how)
     opal_mem_uffd_source.drain(true);
 }
 
+/*
+ * More releases than the ring holds before a drain: the drain reports
+ * everything released, and the source forgets the ranges whose events it
+ * lost (the kernel forgot them with their mappings), or they would stay in
+ * its table, counted against the cap, for as long as the process lives.
+ */
+static void test_overflow(void)
+{
+    const size_t n = OPAL_MEM_UFFD_RING_SLOTS + 100;
+    /* Every other page: ranges that do not touch stay separate entries. */
+    char *p = map_watched(2 * n * PAGE);
+    CHECK(NULL != p);
+    opal_mem_uffd_stats_t st;
+    opal_mem_uffd_stats(&st);
+    const size_t before = st.ranges;
+    const uint64_t overflows = st.overflows;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(OPAL_SUCCESS == opal_mem_uffd_source.subscribe(p + 2 * i * PAGE, PAGE));
+    }
+    opal_mem_uffd_stats(&st);
+    CHECK_MSG(before + n == st.ranges, "%zu separate pages are %zu ranges", n, st.ranges - before);
+    for (size_t i = 0; i < n; i++) {
+        syscall(SYS_munmap, p + 2 * i * PAGE, PAGE); /* each waits for the read, none drained */
+    }
+    hits = 0;
+    opal_mem_uffd_source.drain(false);
+    opal_mem_uffd_stats(&st);
+    CHECK_MSG(st.overflows > overflows, "%zu releases without a drain: no overflow", n);
+    CHECK_MSG(hits >= 1, "an overflow: no event");
+    CHECK_MSG(before == st.ranges, "after an overflow %zu ranges whose mappings are gone stay",
+              st.ranges - before);
+    syscall(SYS_munmap, p, 2 * n * PAGE);
+    opal_mem_uffd_source.drain(true);
+}
+
 static void test_source(void)
 {
     const char *reason = NULL;
@@ -168,6 +204,20 @@ static void test_source(void)
     check_release("syscall(SYS_madvise, MADV_DONTNEED)", 1);
     check_release("syscall(SYS_mremap)", 2);
     check_release("syscall(SYS_mmap, MAP_FIXED)", 3);
+
+    /* Pages a raw mremap moved elsewhere are not watched there (never subscribed). */
+    char *m = map_watched(2 * PAGE);
+    char *to = mmap(NULL, 2 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(OPAL_SUCCESS == opal_mem_uffd_source.subscribe(m, 2 * PAGE));
+    CHECK((long) to ==
+          (long) syscall(SYS_mremap, m, 2 * PAGE, 2 * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, to));
+    opal_mem_uffd_source.drain(false);
+    watch_lo = (uintptr_t) to;
+    watch_hi = watch_lo + 2 * PAGE;
+    hits = 0;
+    syscall(SYS_munmap, to, 2 * PAGE);
+    opal_mem_uffd_source.drain(true);
+    CHECK_MSG(0 == hits, "a munmap where a raw mremap moved subscribed pages: %d events", hits);
 
     /* The handshake, many times: each release is delivered by the very next drain. */
     char *p = map_watched(2 * PAGE);
@@ -211,6 +261,8 @@ static void test_source(void)
     syscall(SYS_munmap, p, 4 * PAGE);
     opal_mem_uffd_source.drain(true);
     CHECK_MSG(hits >= 1, "the release of the pages around an unsubscribed one: %d events", hits);
+
+    test_overflow();
 
     /* A release sleeping for the reader at stop: stop still returns, the thread wakes. */
     opal_mem_uffd_source.stop();
