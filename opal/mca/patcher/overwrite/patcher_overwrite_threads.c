@@ -457,6 +457,13 @@ bool mca_patcher_overwrite_threads_run_patiently(mca_patcher_overwrite_round_t *
     return true;
 }
 
+void mca_patcher_overwrite_threads_atfork_child(void)
+{
+    atomic_store(&current, NULL);
+    __atomic_store_n(&readers, 0, __ATOMIC_SEQ_CST);
+    nasked = 0;
+}
+
 void mca_patcher_overwrite_threads_release(void)
 {
     if (0 == atomic_exchange(&released, 1)) {

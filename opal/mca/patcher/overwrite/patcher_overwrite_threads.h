@@ -62,6 +62,10 @@ bool mca_patcher_overwrite_threads_run_patiently(mca_patcher_overwrite_round_t *
                                                  void (*set_aside)(void *arg, bool aside),
                                                  void *arg);
 
+/* In a child after fork: no round is run, no handler reads one (its
+ * threads are not there). */
+void mca_patcher_overwrite_threads_atfork_child(void);
+
 /* The end of a hold: the held threads return from the handler. */
 void mca_patcher_overwrite_threads_release(void);
 
