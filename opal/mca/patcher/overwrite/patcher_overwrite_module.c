@@ -468,6 +468,12 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
     if (0 == func || 0 == intercept) {
         return OPAL_ERR_BAD_PARAM;
     }
+#if MCA_PATCHER_OVERWRITE_HAVE_ARCH
+    /* An address from the API may be anything: its bytes are read next. */
+    if (!mca_patcher_overwrite_readable(func, 1)) {
+        return decline(symbol, func, "it is in no readable mapping (/proc/self/maps)");
+    }
+#endif
     size_t skip = a->patch_offset(func);
     uintptr_t at = func + skip;
 
