@@ -33,6 +33,9 @@ typedef struct mca_patcher_overwrite_round_t {
     long timeout_ns;
 } mca_patcher_overwrite_round_t;
 
+/* Every signal but those a fault raises (blocked, a fault kills the process). */
+void mca_patcher_overwrite_async_signals(sigset_t *set);
+
 /* The request signal's handler (installed once, kept until fini): 0, or -1 if refused. */
 int mca_patcher_overwrite_threads_init(void);
 
