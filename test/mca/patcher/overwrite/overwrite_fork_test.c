@@ -34,7 +34,7 @@ typedef long (*fn6_t)(long, long, long, long, long, long);
 
 static mca_patcher_base_module_t *patcher;
 static code_page_t cp;
-static atomic_bool pause_tramp, writer_inside;
+static atomic_bool pause_tramp, writer_inside, answerer_blocks;
 
 static void pause_ms(long ms)
 {
@@ -86,6 +86,7 @@ static void *late_answer(void *arg)
         sigaddset(&req, sig);
     }
     pthread_sigmask(SIG_BLOCK, &req, NULL);
+    atomic_store(&answerer_blocks, true);
     for (int ms = 0; ms < 5000 && !atomic_load(&writer_inside); ms++) {
         sigpending(&pending);
         for (int sig = SIGRTMAX - 2; sig <= SIGRTMAX; sig++) {
@@ -127,9 +128,13 @@ static void fork_during_patch(const char *what, fn6_t busy, long busy_value, fn6
 {
     pthread_t patcher_thread, answerer;
     atomic_store(&writer_inside, false);
+    atomic_store(&answerer_blocks, false);
     atomic_store(&pause_tramp, !late);
     if (late) {
         CHECK(0 == pthread_create(&answerer, NULL, late_answer, NULL));
+        while (!atomic_load(&answerer_blocks)) { /* before the patch asks it */
+            pause_ms(1);
+        }
     }
     CHECK(0 == pthread_create(&patcher_thread, NULL, patch_busy, (void *) busy));
     for (int ms = 0; ms < 5000 && !atomic_load(&writer_inside); ms++) {
