@@ -212,20 +212,25 @@ void opal_mem_hooks_source_put(const opal_mem_source_t *source)
  * lock held by another one (registering, say): every later call of the
  * API in the child would wait for it.  Held across the fork, re-created in
  * the child.  Registered before any rcache's, so taken after its lock
- * (prepare handlers run in reverse order), as the rcache takes them.
+ * (prepare handlers run in reverse order), as the rcache takes them.  The
+ * patcher base's code-write lock comes after ours, as in a patch made
+ * under ours; its own handler, registered after ours, would take it first.
  */
 static void hooks_atfork_prepare(void)
 {
     pthread_mutex_lock(&hooks_lock);
+    mca_patcher_base_atfork_prepare();
 }
 
 static void hooks_atfork_parent(void)
 {
+    mca_patcher_base_atfork_parent();
     pthread_mutex_unlock(&hooks_lock);
 }
 
 static void hooks_atfork_child(void)
 {
+    mca_patcher_base_atfork_child();
     pthread_mutex_init(&hooks_lock, NULL);
 }
 

@@ -154,4 +154,17 @@ int mca_patcher_base_with_code_writable(uintptr_t addr, size_t len, void (*write
  */
 int mca_patcher_base_page_protection(uintptr_t addr, int *prot);
 
+/*
+ * fork: no write of the two above is under way in the child, where the
+ * thread making it would be missing (a page left writable, on x86 a
+ * function's first bytes left a self-loop).  prepare waits for the write
+ * under way, if any, and holds off the next one; parent lets them go;
+ * child makes their lock new.  Called by the memory hooks' fork handlers
+ * with their lock held (memory_hooks.c): patches are made under it, so it
+ * must be taken first.
+ */
+void mca_patcher_base_atfork_prepare(void);
+void mca_patcher_base_atfork_parent(void);
+void mca_patcher_base_atfork_child(void);
+
 #endif

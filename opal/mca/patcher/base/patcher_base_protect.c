@@ -105,6 +105,26 @@ int mca_patcher_base_with_writable(uintptr_t addr, size_t len, void (*write)(voi
     return with_writable(addr, len, 0, write, arg, reason);
 }
 
+/*
+ * A writer waits for no lock and for no thread but the answers of a round,
+ * which a thread waiting here for the lock gives (its signals are not
+ * blocked by fork yet): it ends within the round's 2 s.
+ */
+void mca_patcher_base_atfork_prepare(void)
+{
+    pthread_mutex_lock(&protect_lock);
+}
+
+void mca_patcher_base_atfork_parent(void)
+{
+    pthread_mutex_unlock(&protect_lock);
+}
+
+void mca_patcher_base_atfork_child(void)
+{
+    pthread_mutex_init(&protect_lock, NULL);
+}
+
 int mca_patcher_base_with_code_writable(uintptr_t addr, size_t len, void (*write)(void *arg),
                                         void *arg, const char **reason)
 {

@@ -468,6 +468,12 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
     if (0 == func || 0 == intercept) {
         return OPAL_ERR_BAD_PARAM;
     }
+#if MCA_PATCHER_OVERWRITE_HAVE_ARCH
+    /* An address from the API may be anything: its bytes are read next. */
+    if (!mca_patcher_overwrite_readable(func, 1)) {
+        return decline(symbol, func, "it is in no readable mapping (/proc/self/maps)");
+    }
+#endif
     size_t skip = a->patch_offset(func);
     uintptr_t at = func + skip;
 
@@ -563,8 +569,33 @@ static int overwrite_watch_loader(struct mca_patcher_base_loader_t *unwatched)
     return mca_patcher_overwrite_dl_watch(patch_function, unwatched);
 }
 
+/*
+ * fork: the child has only the forking thread, and the lock may be held by
+ * another one (a patch, restore or fini made through the patcher's API
+ * rather than under the memory hooks' lock, which is held across fork): it
+ * is made new in the child, and so is the rounds' state (the fini's round
+ * runs outside the write lock below).  No code write is under way there:
+ * the base holds its write lock across fork.  Taking this lock before the
+ * fork instead would invert the order of the memory hooks' lock, whose
+ * prepare handler, registered before ours, runs after it.
+ */
+static void overwrite_atfork_child(void)
+{
+    pthread_mutex_init(&overwrite_lock, NULL);
+#if MCA_PATCHER_OVERWRITE_HAVE_ARCH
+    mca_patcher_overwrite_threads_atfork_child();
+#endif
+}
+
+static void overwrite_atfork(void)
+{
+    (void) pthread_atfork(NULL, NULL, overwrite_atfork_child);
+}
+
 static int overwrite_patch_init(void)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&atfork_once, overwrite_atfork);
     return OPAL_SUCCESS;
 }
 

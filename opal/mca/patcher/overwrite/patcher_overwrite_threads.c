@@ -166,6 +166,16 @@ static bool can_queue(int sig)
     return ok;
 }
 
+void mca_patcher_overwrite_async_signals(sigset_t *set)
+{
+    sigfillset(set);
+    sigdelset(set, SIGSEGV);
+    sigdelset(set, SIGBUS);
+    sigdelset(set, SIGILL);
+    sigdelset(set, SIGFPE);
+    sigdelset(set, SIGTRAP);
+}
+
 int mca_patcher_overwrite_threads_init(void)
 {
     if (installed) {
@@ -184,7 +194,10 @@ int mca_patcher_overwrite_threads_init(void)
      * a handler installed by non-Go code must use SA_ONSTACK); without one
      * it means nothing. */
     sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
+    /* A held thread runs nothing else until it is released: a handler of
+     * the application's taken there could call the function being written
+     * and stop inside the bytes that change. */
+    mca_patcher_overwrite_async_signals(&sa.sa_mask);
     sa.sa_sigaction = request_handler;
     if (0 == request_signal || sigaction(request_signal, &sa, &prev_request) != 0) {
         return -1;
@@ -455,6 +468,13 @@ bool mca_patcher_overwrite_threads_run_patiently(mca_patcher_overwrite_round_t *
                                                                         : PATIENT_MAX_WAIT_NS;
     }
     return true;
+}
+
+void mca_patcher_overwrite_threads_atfork_child(void)
+{
+    atomic_store(&current, NULL);
+    __atomic_store_n(&readers, 0, __ATOMIC_SEQ_CST);
+    nasked = 0;
 }
 
 void mca_patcher_overwrite_threads_release(void)

@@ -33,6 +33,9 @@ typedef struct mca_patcher_overwrite_round_t {
     long timeout_ns;
 } mca_patcher_overwrite_round_t;
 
+/* Every signal but those a fault raises (blocked, a fault kills the process). */
+void mca_patcher_overwrite_async_signals(sigset_t *set);
+
 /* The request signal's handler (installed once, kept until fini): 0, or -1 if refused. */
 int mca_patcher_overwrite_threads_init(void);
 
@@ -61,6 +64,10 @@ bool mca_patcher_overwrite_threads_run(const mca_patcher_overwrite_round_t *roun
 bool mca_patcher_overwrite_threads_run_patiently(mca_patcher_overwrite_round_t *round,
                                                  void (*set_aside)(void *arg, bool aside),
                                                  void *arg);
+
+/* In a child after fork: no round is run, no handler reads one (its
+ * threads are not there). */
+void mca_patcher_overwrite_threads_atfork_child(void);
 
 /* The end of a hold: the held threads return from the handler. */
 void mca_patcher_overwrite_threads_release(void);

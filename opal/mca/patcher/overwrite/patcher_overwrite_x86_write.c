@@ -200,12 +200,7 @@ void mca_patcher_overwrite_x86_code_write(mca_patcher_overwrite_write_t *w)
         return;
     }
     sigset_t async, old;
-    sigfillset(&async);
-    sigdelset(&async, SIGSEGV); /* faults stay deliverable (blocked, they kill) */
-    sigdelset(&async, SIGBUS);
-    sigdelset(&async, SIGILL);
-    sigdelset(&async, SIGFPE);
-    sigdelset(&async, SIGTRAP);
+    mca_patcher_overwrite_async_signals(&async);
     pthread_sigmask(SIG_BLOCK, &async, &old);
 
     bool answered = !hold ||
