@@ -256,8 +256,10 @@ int opal_mem_hooks_install_alloc_intercepts(void)
                             "blocks are not announced by the allocator intercepts",
                             (void *) global->chain.free, glibc_free);
     }
+    /* Through the chain: our own mallopt may reach the intercept (linked into
+     * the program, we share its GOT), which would take -1 for the program's. */
     program_trim_threshold = GLIBC_DEFAULT_TRIM_THRESHOLD;
-    mallopt(M_TRIM_THRESHOLD, -1);
+    global->chain.mallopt(M_TRIM_THRESHOLD, -1);
     installed = true;
     return OPAL_SUCCESS;
 }
@@ -325,7 +327,8 @@ void opal_mem_hooks_uninstall_alloc_intercepts(void)
     /* The GOT slots come back with the patcher's restore; here only the
      * allocator's setting.  Chains stay valid for threads still inside. */
     if (installed) {
-        mallopt(M_TRIM_THRESHOLD, __atomic_load_n(&program_trim_threshold, __ATOMIC_RELAXED));
+        opal_mem_variants[VARIANT_GLOBAL].chain.mallopt(
+            M_TRIM_THRESHOLD, __atomic_load_n(&program_trim_threshold, __ATOMIC_RELAXED));
         installed = false;
     }
 }

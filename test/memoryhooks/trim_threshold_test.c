@@ -7,8 +7,10 @@
 #include "opal_config.h"
 
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -32,25 +34,69 @@ static void on_release(void *buf, size_t len, void *cbdata, bool from_alloc)
     }
 }
 
+/* Allocate BLOCKS blocks, then free them: the heap's top in between and after. */
+static void grow_and_free(uintptr_t *grown, uintptr_t *after)
+{
+    char *blocks[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++) {
+        blocks[i] = malloc(BLOCK_SIZE);
+        blocks[i][0] = 1;
+    }
+    const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
+    *grown = (uintptr_t) sbrk(0);
+    heap_high = (*grown + page - 1) & ~(page - 1); /* on_release's bound */
+    for (int i = BLOCKS - 1; i >= 0; i--) {
+        free(blocks[i]);
+    }
+    *after = (uintptr_t) sbrk(0);
+}
+
+/* Whether free trims the heap. */
+static bool heap_shrinks(void)
+{
+    uintptr_t grown, after;
+    grow_and_free(&grown, &after);
+    return after < grown;
+}
+
+/*
+ * The linux component (which turns trimming off) set up and finished in a
+ * program that never calls mallopt: glibc's own threshold must be back.
+ * Our own mallopt call once reached our intercept where the library is
+ * linked into the program (one GOT), which took its -1 for the program's.
+ */
+static void check_restored_without_mallopt(void)
+{
+    const char *was = getenv("OMPI_MCA_patcher");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("OMPI_MCA_patcher", "linux", 1);
+    CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
+    CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(on_release, NULL));
+    CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(on_release));
+    opal_finalize_util();
+    if (saved) {
+        setenv("OMPI_MCA_patcher", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("OMPI_MCA_patcher");
+    }
+    CHECK_MSG(heap_shrinks(), "after the last finalize free no longer trims the heap");
+}
+
 int main(int argc, char **argv)
 {
+    if (NULL != getenv("OPAL_TEST_SANITIZER")) {
+        TEST_SKIP("a sanitizer's allocator neither grows nor trims the heap");
+    }
+    check_restored_without_mallopt();
     if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
         return 1;
     }
     const uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(on_release, NULL));
     mallopt(M_TRIM_THRESHOLD, 64 * 1024);
-    char *blocks[BLOCKS];
-    for (int i = 0; i < BLOCKS; i++) {
-        blocks[i] = malloc(BLOCK_SIZE);
-        blocks[i][0] = 1;
-    }
-    const uintptr_t grown = (uintptr_t) sbrk(0);
-    heap_high = (grown + page - 1) & ~(page - 1);
-    for (int i = BLOCKS - 1; i >= 0; i--) {
-        free(blocks[i]);
-    }
-    const uintptr_t after = (uintptr_t) sbrk(0);
+    uintptr_t grown, after;
+    grow_and_free(&grown, &after);
     if (after < grown) {
         const uintptr_t gone = (after + page - 1) & ~(page - 1);
         CHECK_MSG(seen_low <= gone && seen_high >= heap_high,
@@ -60,5 +106,8 @@ int main(int argc, char **argv)
     }
     CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(on_release));
     opal_finalize_util();
+
+    /* After the last finalize the program's threshold is in force again. */
+    CHECK_MSG(heap_shrinks(), "after the last finalize free no longer trims the heap");
     return test_finish("trim_threshold_test");
 }
