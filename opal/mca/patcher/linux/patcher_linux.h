@@ -113,6 +113,13 @@ void *mca_patcher_linux_loader_dlsym(void *handle, const char *symbol);
 bool mca_patcher_linux_loader_dlsym_as(const void *object, void *handle, const char *symbol,
                                        uintptr_t *def);
 
+/*
+ * def past a program's canonical PLT entry (base_dl.h), by the loader's
+ * own dlsym; where that call cannot be made as the program, what follows
+ * our own object stands in (the entry is never a definition).
+ */
+uintptr_t mca_patcher_linux_loader_past_plt_entry(uintptr_t def, const char *symbol);
+
 /* dlsym in one loaded object (and its dependencies), by the real functions. */
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol);
 

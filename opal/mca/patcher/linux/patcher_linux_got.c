@@ -400,14 +400,9 @@ static uintptr_t slot_definition(const got_scan_t *scan, const got_slot_t *slot,
             def = (uintptr_t) mca_patcher_linux_dlsym_in(map, lmid, symbol);
         }
     }
-    /* dlsym finds the program's canonical PLT entry for a function whose
-     * address it takes; the binding of a PLT slot passes over it (the
-     * loader's PLT class) to the definition that follows the program. */
-    if (is_stub(scan, def) &&
-        !mca_patcher_linux_loader_dlsym_as((const void *) def, RTLD_NEXT, symbol, &def)) {
-        def = (uintptr_t) mca_patcher_linux_loader_dlsym(RTLD_NEXT, symbol);
-    }
-    return def;
+    /* dlsym finds a program's canonical PLT entry, which the binding of a
+     * PLT slot passes over. */
+    return is_stub(scan, def) ? mca_patcher_linux_loader_past_plt_entry(def, symbol) : def;
 }
 
 static bool in_base_namespace(const got_object_t *obj)

@@ -94,16 +94,27 @@ void *mca_patcher_linux_loader_dlsym(void *handle, const char *symbol)
     return NULL == fn ? NULL : fn(handle, symbol);
 }
 
+/* The loader's own dlsym, or dlsym itself before it is known. */
+static uintptr_t own_dlsym(void)
+{
+    uintptr_t fn = mca_patcher_linux_loader_own(MCA_PATCHER_LINUX_DLSYM);
+    return 0 != fn ? fn : (uintptr_t) dlsym;
+}
+
 bool mca_patcher_linux_loader_dlsym_as(const void *object, void *handle, const char *symbol,
                                        uintptr_t *def)
 {
-    uintptr_t fn = mca_patcher_linux_loader_own(MCA_PATCHER_LINUX_DLSYM);
+    const uintptr_t fn = own_dlsym();
     const char *why;
-    if (0 == fn) {
-        fn = (uintptr_t) dlsym;
-    }
     return 0 != fn && mca_patcher_base_call_as(object, fn, (uintptr_t) handle, (uintptr_t) symbol,
                                                0, def, &why);
+}
+
+uintptr_t mca_patcher_linux_loader_past_plt_entry(uintptr_t def, const char *symbol)
+{
+    const uintptr_t past = mca_patcher_base_dl_past_plt_entry(def, symbol, own_dlsym());
+    return 0 != past || 0 == def ? past
+                                 : (uintptr_t) mca_patcher_linux_loader_dlsym(RTLD_NEXT, symbol);
 }
 
 void *mca_patcher_linux_dlsym_in(struct link_map *map, Lmid_t lmid, const char *symbol)
