@@ -37,6 +37,7 @@
 #include "opal/memoryhooks/memory_uffd.h"
 #include "opal/memoryhooks/memory_uffd_ring.h"
 #include "opal/runtime/opal.h"
+#include "test/support/rcache_ops.h"
 #include "test/support/test_util.h"
 
 #define PAGE     4096
@@ -57,28 +58,6 @@ static int dev_deregister(void *data, mca_rcache_base_registration_t *reg)
     (void) data, (void) reg;
     deregistered++;
     return OPAL_SUCCESS;
-}
-
-/* Register and drop at once: the range stays cached, and watched. */
-static int cache(char *p, size_t len)
-{
-    mca_rcache_base_registration_t *reg;
-    int rc = rcache->rcache_register(rcache, p, len, 0, MCA_RCACHE_ACCESS_LOCAL_WRITE, &reg);
-    if (OPAL_SUCCESS == rc) {
-        rcache->rcache_deregister(rcache, reg);
-    }
-    return rc;
-}
-
-/* Whether the cache still hands out a registration for [p, p+len). */
-static bool cached(char *p, size_t len)
-{
-    mca_rcache_base_registration_t *reg = NULL;
-    if (OPAL_SUCCESS != rcache->rcache_find(rcache, p, len, &reg)) {
-        return false;
-    }
-    rcache->rcache_deregister(rcache, reg);
-    return true;
 }
 
 /*
@@ -103,7 +82,7 @@ static void on_event(void *buf, size_t len, void *cbdata, bool from_alloc)
         munmap(victim, PAGE);
     }
     if (!from_alloc && NULL != __atomic_load_n(&probe, __ATOMIC_ACQUIRE)) {
-        (void) cached(probe, PAGE);
+        (void) test_rcache_cached(rcache, probe, PAGE);
         lookups_in_callback++;
     }
 }
@@ -119,15 +98,17 @@ static char *map_page(void)
 static void test_once(void)
 {
     char *t = map_page(), *v = map_page(), *other = map_page();
-    CHECK(OPAL_SUCCESS == cache(t, PAGE) && OPAL_SUCCESS == cache(v, PAGE));
+    CHECK(OPAL_SUCCESS == test_rcache_cache(rcache, t, PAGE) &&
+          OPAL_SUCCESS == test_rcache_cache(rcache, v, PAGE));
     victim = v;
     trigger = t;
     syscall(SYS_munmap, t, PAGE); /* the kernel's event: delivered at the next lookup */
-    CHECK(!cached(other, PAGE));
+    CHECK(!test_rcache_cached(rcache, other, PAGE));
     CHECK_MSG(NULL == trigger, "the raw munmap of a cached page: no event");
-    CHECK(!cached(other, PAGE));
+    CHECK(!test_rcache_cached(rcache, other, PAGE));
     CHECK_MSG(1 == victim_events, "a munmap made in a callback reported %d times", victim_events);
-    CHECK_MSG(!cached(v, PAGE), "a munmap made in a callback left its registration cached");
+    CHECK_MSG(!test_rcache_cached(rcache, v, PAGE),
+              "a munmap made in a callback left its registration cached");
     victim = NULL;
     munmap(other, PAGE);
 }
@@ -161,7 +142,7 @@ int main(int argc, char **argv)
     CHECK(MAP_FAILED != p);
     memset(p, 1, 2 * RELEASES * PAGE);
     for (size_t i = 0; i < RELEASES; i++) {
-        CHECK(OPAL_SUCCESS == cache(p + 2 * i * PAGE, PAGE));
+        CHECK(OPAL_SUCCESS == test_rcache_cache(rcache, p + 2 * i * PAGE, PAGE));
     }
     opal_mem_uffd_stats_t st;
     opal_mem_uffd_stats(&st);
@@ -173,7 +154,8 @@ int main(int argc, char **argv)
 
     char *q = map_page();
     __atomic_store_n(&probe, q, __ATOMIC_RELEASE);
-    CHECK(!cached(p, PAGE)); /* the drain: the overflow, delivered to on_event too */
+    CHECK(!test_rcache_cached(rcache, p,
+                              PAGE)); /* the drain: the overflow, delivered to on_event too */
     __atomic_store_n(&probe, NULL, __ATOMIC_RELEASE);
     CHECK_MSG(lookups_in_callback > 0, "the callback was not called");
 
@@ -181,16 +163,17 @@ int main(int argc, char **argv)
     CHECK_MSG(st.overflows > overflows, "%d releases before a lookup: no overflow", RELEASES);
     size_t still = 0;
     for (size_t i = 0; i < RELEASES; i++) {
-        still += cached(p + 2 * i * PAGE, PAGE);
+        still += test_rcache_cached(rcache, p + 2 * i * PAGE, PAGE);
     }
     CHECK_MSG(0 == still, "%zu registrations survived the overflow", still);
     CHECK_MSG(0 == st.ranges, "after the overflow %zu ranges whose mappings are gone are watched",
               st.ranges);
 
     /* Watched again: a raw release of a new registration is an event. */
-    CHECK(OPAL_SUCCESS == cache(q, PAGE));
+    CHECK(OPAL_SUCCESS == test_rcache_cache(rcache, q, PAGE));
     syscall(SYS_munmap, q, PAGE);
-    CHECK_MSG(!cached(q, PAGE), "a registration made after the overflow is not watched");
+    CHECK_MSG(!test_rcache_cached(rcache, q, PAGE),
+              "a registration made after the overflow is not watched");
 
     opal_mem_hooks_unregister_release(on_event);
     CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(rcache));

@@ -45,6 +45,7 @@
 #include "opal/memoryhooks/memory.h"
 #include "opal/memoryhooks/memory_uffd.h"
 #include "opal/runtime/opal.h"
+#include "test/support/rcache_ops.h"
 #include "test/support/test_util.h"
 
 #define PAGE       4096
@@ -159,28 +160,6 @@ static char *map_pages(size_t pages)
     return p;
 }
 
-/* Register and drop at once: the range stays cached, and watched. */
-static int cache(char *p, size_t len)
-{
-    mca_rcache_base_registration_t *reg;
-    int rc = rcache->rcache_register(rcache, p, len, 0, MCA_RCACHE_ACCESS_LOCAL_WRITE, &reg);
-    if (OPAL_SUCCESS == rc) {
-        rcache->rcache_deregister(rcache, reg);
-    }
-    return rc;
-}
-
-/* Whether the cache still hands out a registration for [p, p+len). */
-static bool cached(char *p, size_t len)
-{
-    mca_rcache_base_registration_t *reg = NULL;
-    if (OPAL_SUCCESS != rcache->rcache_find(rcache, p, len, &reg)) {
-        return false;
-    }
-    rcache->rcache_deregister(rcache, reg);
-    return true;
-}
-
 /* ---- lock ---- */
 static char *cb_unmaps;
 static int cb_calls;
@@ -199,23 +178,28 @@ static void scenario_lock(void)
 {
     /* From inside deregister_mem (called by the cache's reaction to an event). */
     char *a = map_pages(1), *b = map_pages(1);
-    CHECK(OPAL_SUCCESS == cache(a, PAGE) && OPAL_SUCCESS == cache(b, PAGE));
+    CHECK(OPAL_SUCCESS == test_rcache_cache(rcache, a, PAGE) &&
+          OPAL_SUCCESS == test_rcache_cache(rcache, b, PAGE));
     dereg_unmaps_len = PAGE;
     __atomic_store_n(&dereg_unmaps, b, __ATOMIC_RELEASE);
     syscall(SYS_munmap, a, PAGE);
-    CHECK_MSG(!cached(a, PAGE), "lock: a raw munmap left its registration cached");
+    CHECK_MSG(!test_rcache_cached(rcache, a, PAGE),
+              "lock: a raw munmap left its registration cached");
     CHECK_MSG(NULL == dereg_unmaps, "lock: deregister_mem was not called");
-    CHECK_MSG(!cached(b, PAGE), "lock: a munmap inside deregister_mem was not seen");
+    CHECK_MSG(!test_rcache_cached(rcache, b, PAGE),
+              "lock: a munmap inside deregister_mem was not seen");
 
     /* From inside an event callback, while the drain dispatches. */
     a = map_pages(1), b = map_pages(1);
-    CHECK(OPAL_SUCCESS == cache(a, PAGE) && OPAL_SUCCESS == cache(b, PAGE));
+    CHECK(OPAL_SUCCESS == test_rcache_cache(rcache, a, PAGE) &&
+          OPAL_SUCCESS == test_rcache_cache(rcache, b, PAGE));
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(on_event, NULL));
     __atomic_store_n(&cb_unmaps, b, __ATOMIC_RELEASE);
     syscall(SYS_munmap, a, PAGE);
-    CHECK(!cached(a, PAGE));
+    CHECK(!test_rcache_cached(rcache, a, PAGE));
     CHECK_MSG(1 == cb_calls, "lock: the event callback ran %d times", cb_calls);
-    CHECK_MSG(!cached(b, PAGE), "lock: a munmap inside an event callback was not seen");
+    CHECK_MSG(!test_rcache_cached(rcache, b, PAGE),
+              "lock: a munmap inside an event callback was not seen");
     opal_mem_hooks_unregister_release(on_event);
     printf("lock: no deadlock\n");
 }
@@ -231,7 +215,7 @@ static void *malloc_user(void *arg)
 static void scenario_malloc(void)
 {
     char *a = map_pages(2);
-    CHECK(OPAL_SUCCESS == cache(a, 2 * PAGE));
+    CHECK(OPAL_SUCCESS == test_rcache_cache(rcache, a, 2 * PAGE));
     pthread_mutex_lock(&alloc_lock);
     alloc_lock_holder = 1;
     __atomic_store_n(&alloc_lock_armed, 1, __ATOMIC_RELEASE);
@@ -245,7 +229,8 @@ static void scenario_malloc(void)
     alloc_lock_holder = 0;
     pthread_mutex_unlock(&alloc_lock);
     pthread_join(t, NULL);
-    CHECK_MSG(!cached(a, 2 * PAGE), "malloc: releases under the allocator's lock were not seen");
+    CHECK_MSG(!test_rcache_cached(rcache, a, 2 * PAGE),
+              "malloc: releases under the allocator's lock were not seen");
     syscall(SYS_munmap, a, PAGE);
     printf("malloc: no deadlock\n");
 }
@@ -266,7 +251,7 @@ static void *churn(void *arg)
         }
         pthread_mutex_lock(&gone_lock);
         if (!rcache_gone) {
-            cache(p, PAGE);
+            test_rcache_cache(rcache, p, PAGE);
         }
         pthread_mutex_unlock(&gone_lock);
         syscall(SYS_munmap, p, PAGE); /* concurrent with the teardown */
@@ -277,12 +262,14 @@ static void *churn(void *arg)
 static void scenario_unmap(void)
 {
     char *a = map_pages(1), *b = map_pages(1);
-    CHECK(OPAL_SUCCESS == cache(a, PAGE) && OPAL_SUCCESS == cache(b, PAGE));
+    CHECK(OPAL_SUCCESS == test_rcache_cache(rcache, a, PAGE) &&
+          OPAL_SUCCESS == test_rcache_cache(rcache, b, PAGE));
     dereg_unmaps_len = PAGE;
     __atomic_store_n(&dereg_unmaps, b, __ATOMIC_RELEASE);
     syscall(SYS_madvise, a, PAGE, MADV_DONTNEED);
-    CHECK(!cached(a, PAGE));
-    CHECK_MSG(!cached(b, PAGE), "unmap: deregister_mem's release of watched memory not seen");
+    CHECK(!test_rcache_cached(rcache, a, PAGE));
+    CHECK_MSG(!test_rcache_cached(rcache, b, PAGE),
+              "unmap: deregister_mem's release of watched memory not seen");
     syscall(SYS_munmap, a, PAGE);
     printf("unmap: no deadlock\n");
 }
@@ -299,7 +286,7 @@ static long stale_hits, foreign_hits, releases, rounds;
 static void refill(slot_t *s, size_t len)
 {
     long p = test_raw_mmap(s->addr, len, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE);
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE);
     if (p != (long) s->addr) {
         if (p != -1) {
             syscall(SYS_munmap, p, len); /* an old kernel took the hint elsewhere */
@@ -330,7 +317,7 @@ static void release_slot(slot_t *s, unsigned how)
     }
     case 3: /* over our own pages: no hole */
         test_raw_mmap(s->addr, len, PROT_READ | PROT_WRITE,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED);
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED);
         break;
     }
     memset(s->addr, 2, len); /* new pages, present */
