@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "opal/constants.h"
+#include "opal/mca/rcache/base/rcache_base_hugemem.h"
 #include "opal/mca/rcache/base/rcache_base_pgindex.h"
 
 typedef mca_rcache_base_pgindex_entry_t entry_t;
@@ -108,22 +109,22 @@ static size_t page_bytes(void)
 /*
  * A small table comes from calloc: a cache filled again and again reuses
  * the heap's memory (and calloc knows when fresh pages need no clearing);
- * aligned to a line by hand.  A table of MAPPED bytes or more is a mapping
- * of its own, populated at once (probes read a line before inserts write
- * it, which would fault each page twice: the zero page, then a copy): once
- * replaced, its pages are given back (release) and nothing of it stays
- * counted, by the heap or the resident set, but its first page.
+ * aligned to a line by hand.  A table of MAPPED bytes or more is huge-page
+ * memory of its own (rcache_base_hugemem.h: a table of 1e5-1e6 ranges is
+ * read at random, and its pages would each cost a fault when filled),
+ * populated at once (probes read a line before inserts write it, which
+ * would fault each page twice: the zero page, then a copy): once replaced,
+ * its pages are given back (release) and nothing of it stays counted, by
+ * the heap or the resident set, but its first page.
  */
-#define MAPPED ((size_t) 1 << 21)
+#define MAPPED MCA_RCACHE_BASE_HUGEMEM_UNIT
 
 mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(unsigned bits)
 {
     size_t bytes = sizeof(table_t) + ((size_t) sizeof(entry_t) << (bits + SLOT_SHIFT));
     char *block;
     if (bytes >= MAPPED) {
-        block = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-        block = MAP_FAILED == block ? NULL : block;
+        block = mca_rcache_base_hugemem_alloc(bytes);
     } else {
         block = calloc(1, bytes + 64);
     }
@@ -140,7 +141,7 @@ mca_rcache_base_pgindex_table_t *mca_rcache_base_pgindex_table_new(unsigned bits
 void mca_rcache_base_pgindex_table_free(mca_rcache_base_pgindex_table_t *t)
 {
     if (t && t->bytes >= MAPPED) {
-        munmap(t->block, t->bytes);
+        mca_rcache_base_hugemem_free(t->block, t->bytes);
     } else if (t) {
         free(t->block);
     }
@@ -250,14 +251,15 @@ unsigned mca_rcache_base_pgindex_wanted(const pgindex_t *idx)
     size_t slots = (size_t) 1 << (t->bits + SLOT_SHIFT);
     if (4 * LOAD(&idx->count) > 3 * slots) {
         /*
-         * Load at most 3/4.  A mapped table grows four times over: a
-         * quarter of the lines to copy in all; its predecessors are given
-         * back, so four times the slots still costs at most 16 / (3/16)
-         * = 85 bytes per item.  A smaller one doubles (the ones it
-         * replaces stay counted by the heap: twice at most 16 / (3/8)).
+         * Load at most 3/4, and at least 3/8 after doubling: at most 43
+         * bytes per item in the table (the replaced heap tables stay
+         * counted by the heap, twice that at most; mapped ones are given
+         * back).  Growing four times over instead copies half as many
+         * entries in all, but leaves up to 85 bytes per item in the
+         * table: with the huge-page slabs a cache of 50 000 one-page
+         * registrations then held 107 bytes beyond each (bench/rcache).
          */
-        unsigned more = ((size_t) sizeof(entry_t) << (t->bits + SLOT_SHIFT + 1)) >= MAPPED ? 2 : 1;
-        return t->bits + more;
+        return t->bits + 1;
     }
     /*
      * Overflow bits outlive the entries that set them: rebuild at the same

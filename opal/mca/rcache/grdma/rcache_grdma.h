@@ -68,7 +68,7 @@ typedef struct mca_rcache_grdma_module_t {
     pthread_mutex_t lock;
     mca_rcache_base_pgindex_t index; /* grown outside the lock */
     void *clock_slab;              /* the CLOCK hand: a slab and a registration in it */
-    unsigned clock_slot;
+    size_t clock_slot;
     bool clock_idle;               /* its last sweep found nothing unused (see evict_next_locked) */
     size_t cached_bytes, cached_entries; /* registrations in the index */
     uint32_t fork_gen;             /* generation of the registrations it holds */
@@ -88,8 +88,8 @@ typedef struct mca_rcache_grdma_module_t {
      */
     mca_rcache_base_registration_t *spare;
     void *slabs; /* the memory of all registrations, freed at destroy */
-    size_t nslabs;
-    unsigned slab_regs; /* registrations per slab */
+    size_t slab_regs;  /* registrations in them */
+    size_t slab_bytes; /* their bytes */
 } mca_rcache_grdma_module_t;
 
 extern mca_rcache_base_component_t mca_rcache_grdma_component;

@@ -16,6 +16,7 @@
 
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/base.h"
+#include "opal/mca/rcache/base/rcache_base_hugemem.h"
 #include "opal/mca/rcache/grdma/rcache_grdma.h"
 #include "opal/memoryhooks/memory_source.h"
 #include "opal/util/readers.h"
@@ -128,14 +129,29 @@ static inline bool range_wraps(const void *addr, size_t size)
 }
 
 /*
- * Registrations are carved from slabs of SLAB_BYTES, each one aligned to a
- * cache line so that what a hit touches (the public fields and the state
- * word) is one line.  Slabs are freed at destroy.  A slab's first line
- * links the slabs (newest first); its m->slab_regs registrations follow,
- * one stride each.
+ * Registrations are carved from slabs, each one aligned to a cache line so
+ * that what a hit touches (the public fields and the state word) is one
+ * line.  Slabs are freed at destroy.  A slab's first line is its head (the
+ * link to the slab before it, newest first, and its size); its
+ * registrations follow, one stride each.  The first SMALL_SLABS bytes of
+ * slabs are SLAB_BYTES each from the heap (a small cache stays small);
+ * beyond them a slab is a 2 MiB unit of huge-page memory: a large cache's
+ * registrations are read at random, and with small pages most such reads
+ * also miss the TLB (and a fill pays a page fault every few dozen
+ * registrations).  The first huge slab is nearly empty when it comes:
+ * after 2.5 MiB of small ones it adds at most 52 bytes to each of 40 000
+ * registrations of 64 (the most any cache size then costs, with the
+ * index: 81 bytes beyond each, bench/rcache/README.md).
  */
 #define SLAB_BYTES 4096
+#define SMALL_SLABS (5 * MCA_RCACHE_BASE_HUGEMEM_UNIT / 4)
 #define CACHE_LINE 64
+typedef struct slab_head {
+    void *next;
+    size_t regs;
+    size_t mapped; /* bytes of its hugemem mapping, 0 from the heap */
+} slab_head_t;
+_Static_assert(sizeof(slab_head_t) <= CACHE_LINE, "a slab's head is its first line");
 _Static_assert(sizeof(reg_t) <= CACHE_LINE, "a registration's own fields are one cache line");
 
 static inline size_t reg_stride(const grdma_t *m)
@@ -144,7 +160,7 @@ static inline size_t reg_stride(const grdma_t *m)
 }
 
 /* Registration i of a slab. */
-static inline reg_t *slab_reg(const grdma_t *m, void *slab, unsigned i)
+static inline reg_t *slab_reg(const grdma_t *m, void *slab, size_t i)
 {
     return (reg_t *) ((char *) slab + CACHE_LINE + i * reg_stride(m));
 }
@@ -414,8 +430,8 @@ static inline void grdma_progress(grdma_t *m)
 /* Move the CLOCK hand one registration on, over every slab in turn (lock held). */
 static reg_t *clock_advance(grdma_t *m)
 {
-    if (NULL == m->clock_slab || ++m->clock_slot == m->slab_regs) {
-        void *next = m->clock_slab ? *(void **) m->clock_slab : NULL;
+    if (NULL == m->clock_slab || ++m->clock_slot == ((slab_head_t *) m->clock_slab)->regs) {
+        void *next = m->clock_slab ? ((slab_head_t *) m->clock_slab)->next : NULL;
         m->clock_slab = next ? next : __atomic_load_n(&m->slabs, __ATOMIC_ACQUIRE);
         m->clock_slot = 0;
     }
@@ -437,8 +453,7 @@ static bool evict_next_locked(grdma_t *m, reg_t **release)
 {
     __atomic_store_n(&m->clock_idle, true, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the flag before the states (idle_end's pair) */
-    const size_t slabs = __atomic_load_n(&m->nslabs, __ATOMIC_ACQUIRE);
-    for (size_t n = 2 * slabs * m->slab_regs; n > 0; n--) {
+    for (size_t n = 2 * __atomic_load_n(&m->slab_regs, __ATOMIC_ACQUIRE); n > 0; n--) {
         reg_t *reg = clock_advance(m);
         state_t st = state_load(reg);
         if (!(st.s.flags & MCA_RCACHE_GRDMA_EVICTABLE)) {
@@ -721,12 +736,21 @@ static inline void page_range(const void *addr, size_t size, uintptr_t *base, ui
  */
 static bool slab_alloc(grdma_t *m)
 {
-    char *slab = aligned_alloc(CACHE_LINE, CACHE_LINE + m->slab_regs * reg_stride(m));
+    const size_t stride = reg_stride(m), unit = MCA_RCACHE_BASE_HUGEMEM_UNIT;
+    size_t grown = __atomic_load_n(&m->slab_bytes, __ATOMIC_RELAXED);
+    size_t mapped = grown >= SMALL_SLABS && stride <= unit - CACHE_LINE ? unit : 0;
+    /* A registration larger than a small slab has one of its own. */
+    size_t small = stride > SLAB_BYTES - CACHE_LINE ? CACHE_LINE + stride : SLAB_BYTES;
+    size_t bytes = mapped ? mapped : small;
+    size_t regs = (bytes - CACHE_LINE) / stride;
+    char *slab = mapped ? mca_rcache_base_hugemem_alloc(mapped) : aligned_alloc(CACHE_LINE, bytes);
     if (NULL == slab) {
         return false;
     }
+    ((slab_head_t *) slab)->regs = regs;
+    ((slab_head_t *) slab)->mapped = mapped;
     reg_t *first = slab_reg(m, slab, 0), *last = first;
-    for (unsigned i = 0; i < m->slab_regs; i++) {
+    for (size_t i = 0; i < regs; i++) {
         reg_t *reg = slab_reg(m, slab, i);
         state_store(reg, 0, 0);
         reg->reg_frames = NULL;
@@ -736,15 +760,16 @@ static bool slab_alloc(grdma_t *m)
     link_set(last, NULL);
     /*
      * Linked and counted in one locked step: a CLOCK sweep (locked) that
-     * counted the slabs before a new one was linked would walk the longer
+     * counted the registrations before a new slab was linked would walk the longer
      * cycle with the shorter count, pass some slots once instead of twice,
      * and leave clock_idle set over an unused registration it never came
      * back to.
      */
     pthread_mutex_lock(&m->lock);
-    *(void **) slab = m->slabs; /* the slab's first line links the slabs */
+    ((slab_head_t *) slab)->next = m->slabs;
     __atomic_store_n(&m->slabs, slab, __ATOMIC_RELEASE);
-    __atomic_store_n(&m->nslabs, m->nslabs + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&m->slab_regs, m->slab_regs + regs, __ATOMIC_RELEASE);
+    __atomic_store_n(&m->slab_bytes, m->slab_bytes + bytes, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&m->lock);
     stack_push(&m->spare, first, last);
     return true;
@@ -1187,8 +1212,8 @@ static void grdma_finalize(mca_rcache_base_module_t *rcache)
      * bypass.  No release event runs any more (the base took the module out
      * of its callback first); the index goes whole.
      */
-    for (void *slab = m->slabs; slab; slab = *(void **) slab) {
-        for (unsigned i = 0; i < m->slab_regs; i++) {
+    for (slab_head_t *slab = m->slabs; slab; slab = slab->next) {
+        for (size_t i = 0; i < slab->regs; i++) {
             reg_t *reg = slab_reg(m, slab, i);
             if (state_load(reg).s.flags & ~MCA_RCACHE_GRDMA_GEN) {
                 chain_push(&release, reg);
@@ -1196,9 +1221,13 @@ static void grdma_finalize(mca_rcache_base_module_t *rcache)
         }
     }
     release_chain(m, release);
-    for (void *slab = m->slabs, *next; slab; slab = next) {
-        next = *(void **) slab;
-        free(slab);
+    for (slab_head_t *slab = m->slabs, *next; slab; slab = next) {
+        next = slab->next;
+        if (slab->mapped) {
+            mca_rcache_base_hugemem_free(slab, slab->mapped);
+        } else {
+            free(slab);
+        }
     }
     pthread_mutex_destroy(&m->lock);
     mca_rcache_base_pgindex_fini(&m->index);
@@ -1231,8 +1260,6 @@ mca_rcache_base_module_t *mca_rcache_grdma_module_create(
     m->max_entries = mca_rcache_grdma_max_entries;
     m->limited = m->max_bytes || m->max_entries;
     m->verify_frames = 0 != mca_rcache_base_verify_frames;
-    m->slab_regs = (unsigned) ((SLAB_BYTES - CACHE_LINE) / reg_stride(m));
-    m->slab_regs = m->slab_regs ? m->slab_regs : 1;
     pthread_mutex_init(&m->lock, NULL);
     m->fork_gen = mca_rcache_base_fork_gen;
     return &m->super;
