@@ -37,6 +37,7 @@
  * best round, unmap and rel the median of the samples of all rounds.
  *
  * Usage: rcache_bench [max_N]            (default 1000000)
+ *        rcache_bench --bytes N            (grdma's B/reg alone, a fresh cache of N: bytes.sh)
  *        rcache_bench --count DRIVER N [--warm]   (under callgrind: rcache_bench_count.c)
  */
 #include "opal_config.h"
@@ -569,6 +570,37 @@ static void print_table(const result_t *our_res, const result_t *ucx_res)
     }
 }
 
+/*
+ * --bytes N: what grdma holds per registration (B/reg) in a fresh cache
+ * filled with N pages, in this process alone (no UCX child): the column's
+ * measure at any N, not only at the decades (bytes.sh runs it for a list).
+ */
+static int bytes_main(int argc, char **argv)
+{
+    char *end = NULL;
+    size_t n = 3 == argc ? strtoul(argv[2], &end, 10) : 0;
+    if (0 == n || *end) {
+        fprintf(stderr, "usage: rcache_bench --bytes N (N >= 1)\n");
+        return 2;
+    }
+    setenv("OMPI_MCA_mpi_leave_pinned", "1", 1);
+    if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
+        return 1;
+    }
+    drv = &bench_grdma_driver;
+    result_t r;
+    memset(&r, 0, sizeof(r));
+    if (0 != setup(n, &r)) {
+        fprintf(stderr, "rcache_bench: grdma could not be created\n");
+        return 1;
+    }
+    printf("%zu %.1f\n", n, r.bytes);
+    command_t c = {.step = STEP_TEARDOWN};
+    run_step(&c, &r);
+    opal_finalize_util();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bench_page = (size_t) sysconf(_SC_PAGESIZE);
@@ -598,6 +630,9 @@ int main(int argc, char **argv)
             return 2;
         }
         return bench_count_main(argv[2], n, warm);
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "--bytes")) {
+        return bytes_main(argc, argv);
     }
     char *end = NULL;
     size_t max_n = argc > 1 ? strtoul(argv[1], &end, 10) : ns[NN - 1];
