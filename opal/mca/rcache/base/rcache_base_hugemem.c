@@ -5,6 +5,7 @@
  */
 #include "opal_config.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,15 +45,21 @@ void *mca_rcache_base_hugemem_alloc(size_t bytes)
     /*
      * Populated now: a structure read before it is written (an index
      * probed before its insert) would otherwise fault twice per page, the
-     * zero page then a copy.
+     * zero page then a copy.  Written by hand only where the kernel does
+     * not know the advice (before 5.14: EINVAL); any other error fails the
+     * allocation here rather than a fault later.
      */
 #ifdef MADV_POPULATE_WRITE
     if (0 == madvise(p, size, MADV_POPULATE_WRITE)) {
         return p;
     }
+    if (EINVAL != errno) {
+        munmap(p, size);
+        return NULL;
+    }
 #endif
     for (size_t off = 0; off < size; off += page) {
-        ((volatile char *) p)[off] = 0; /* a kernel before 5.14 */
+        ((volatile char *) p)[off] = 0;
     }
     return p;
 }
