@@ -11,6 +11,14 @@ out=$($OPAL_TEST_RUN "$info") || fail "plain run exited $?"
 echo "$out" | grep -q "^opal-patcher $version" || fail "no version header"
 echo "$out" | grep -q "overwrite" && echo "$out" | grep -q "linux" || fail "components not listed"
 
+# Huge pages for large caches: as the kernel's policy says.
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+if grep -qE '\[(always|madvise)\]' "$thp" 2>/dev/null; then
+    echo "$out" | grep -q "^  Huge pages for large registration caches: available$" || fail "huge pages: not 'available' with $(cat "$thp")"
+else
+    echo "$out" | grep -q "^  Huge pages for large registration caches: not available: " || fail "huge pages: not 'not available' without them"
+fi
+
 [ "$($OPAL_TEST_RUN "$info" --version)" = "opal-patcher $version" ] || fail "--version"
 
 out=$(OMPI_MCA_patcher_linux_priority=12 $OPAL_TEST_RUN "$info" --all) || fail "--all exited $?"

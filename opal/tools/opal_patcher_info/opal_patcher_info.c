@@ -12,6 +12,7 @@
 #include "opal/mca/base/mca_base_framework.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/patcher/base/base.h"
+#include "opal/mca/rcache/base/rcache_base_hugemem.h"
 #include "opal/mca/patcher/linux/patcher_linux_reloc.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/memoryhooks/memory.h"
@@ -147,6 +148,10 @@ static void print_header(void)
     const char *uffd_off = opal_mem_uffd_probe();
     printf("  userfaultfd source (rcache_base_uffd=on|strict): %s%s\n",
            uffd_off ? "not available: " : "available", uffd_off ? uffd_off : "");
+    /* Where a large registration cache keeps its index and registrations (rcache_base_hugemem.h). */
+    const char *huge_off = mca_rcache_base_hugemem_unavailable();
+    printf("  Huge pages for large registration caches: %s%s\n",
+           huge_off ? "not available: " : "available", huge_off ? huge_off : "");
 }
 
 static int check_known_framework(const char *name)

@@ -65,24 +65,13 @@ static int thp_eligible(const void *addr)
     return eligible;
 }
 
-/* Transparent huge pages may be given to MADV_HUGEPAGE memory here (NULL), else why not. */
+/* The huge-page checks can run here (NULL), else why not. */
 static const char *thp_unavailable(void)
 {
-    char mode[128] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (NULL == f || NULL == fgets(mode, sizeof(mode), f)) {
-        mode[0] = '\0';
-    }
-    if (f) {
-        fclose(f);
-    }
     if (test_emulated()) {
         return "under the emulator /proc/self/smaps is not the guest's";
     }
-    if (NULL == strstr(mode, "[always]") && NULL == strstr(mode, "[madvise]")) {
-        return "transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/enabled)";
-    }
-    return NULL;
+    return mca_rcache_base_hugemem_unavailable();
 }
 
 static void check_helper(const char *no_thp)

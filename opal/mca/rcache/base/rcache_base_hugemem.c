@@ -6,7 +6,10 @@
 #include "opal_config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -69,4 +72,19 @@ void mca_rcache_base_hugemem_free(void *p, size_t bytes)
     if (p) {
         munmap(p, mapped_size(bytes, (size_t) sysconf(_SC_PAGESIZE)));
     }
+}
+
+const char *mca_rcache_base_hugemem_unavailable(void)
+{
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (NULL == f) {
+        return "this kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage)";
+    }
+    bool read = NULL != fgets(mode, sizeof(mode), f);
+    fclose(f);
+    if (read && (strstr(mode, "[always]") || strstr(mode, "[madvise]"))) {
+        return NULL;
+    }
+    return "transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/enabled)";
 }

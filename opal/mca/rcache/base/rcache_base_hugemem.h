@@ -27,4 +27,10 @@ void *mca_rcache_base_hugemem_alloc(size_t bytes);
 /* A mapping from alloc, with the bytes asked for then. */
 void mca_rcache_base_hugemem_free(void *p, size_t bytes);
 
+/*
+ * NULL when the kernel may back such memory with huge pages (its policy
+ * "always" or "madvise"), else why not (for opal_patcher_info).
+ */
+const char *mca_rcache_base_hugemem_unavailable(void);
+
 #endif
