@@ -9,6 +9,9 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "opal/constants.h"
 #include "opal/mca/rcache/base/base.h"
@@ -74,6 +77,27 @@ static inline void mock_resources(mock_dev_t *dev, mca_rcache_base_resources_t *
     res->sizeof_reg = sizeof(mock_reg_t);
     res->register_mem = mock_register;
     res->deregister_mem = mock_deregister;
+}
+
+/*
+ * A fresh device and a grdma module on it, and count pages of address
+ * space to register (reserved, never touched); the test exits if either
+ * cannot be made.
+ */
+static inline mca_rcache_base_module_t *mock_grdma_and_pages(mock_dev_t *dev, size_t count,
+                                                             unsigned char **pages)
+{
+    mca_rcache_base_resources_t res; /* the module keeps a copy */
+    memset(dev, 0, sizeof(*dev));
+    mock_resources(dev, &res);
+    *pages = mmap(NULL, count * (size_t) sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
+    if (NULL == m || MAP_FAILED == *pages) {
+        fprintf(stderr, "cannot create a grdma module or reserve %zu pages\n", count);
+        exit(1);
+    }
+    return m;
 }
 
 /* Destroy m: every register_mem was matched by one good deregister_mem. */

@@ -104,18 +104,9 @@ static void check_helper(const char *no_thp)
 
 static void check_grdma(const char *no_thp)
 {
-    unsigned char *arena = mmap(NULL, COUNT * page, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    CHECK(MAP_FAILED != arena);
     mock_dev_t dev;
-    memset(&dev, 0, sizeof(dev));
-    mca_rcache_base_resources_t res;
-    mock_resources(&dev, &res);
-    mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
-    if (NULL == m || MAP_FAILED == arena) {
-        fprintf(stderr, "cannot create a grdma module\n");
-        exit(1);
-    }
+    unsigned char *arena;
+    mca_rcache_base_module_t *m = mock_grdma_and_pages(&dev, COUNT, &arena);
     mca_rcache_base_registration_t *reg, *deep = NULL;
     long most = 0;
     for (size_t i = 0; i < COUNT; i++) {

@@ -27,18 +27,9 @@ int main(void)
         return 1;
     }
     size_t page = (size_t) sysconf(_SC_PAGESIZE);
-    unsigned char *arena = mmap(NULL, COUNT * page, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    CHECK(MAP_FAILED != arena);
     mock_dev_t dev;
-    memset(&dev, 0, sizeof(dev));
-    mca_rcache_base_resources_t res;
-    mock_resources(&dev, &res);
-    mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
-    if (NULL == m) {
-        fprintf(stderr, "cannot create a grdma module\n");
-        return 1;
-    }
+    unsigned char *arena;
+    mca_rcache_base_module_t *m = mock_grdma_and_pages(&dev, COUNT, &arena);
     mca_rcache_base_registration_t *reg;
     for (size_t i = 0; i < COUNT; i++) {
         CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + i * page, page, 0, 0, &reg));
