@@ -1,13 +1,13 @@
 /*
  * Memory for a cache's large, long-lived structures (page index tables of
- * 2 MiB and more, registration slabs past the first few thousand):
+ * 2 MiB and more, grdma's registration slabs past its first 2.5 MiB):
  * mappings that start at a 2 MiB boundary and are marked MADV_HUGEPAGE, so
  * that the kernel backs them with transparent huge pages where its policy
  * allows ("always" or "madvise" in /sys/kernel/mm/transparent_hugepage;
  * with "never", or on a kernel without them, they are small pages as any
  * mapping).  A cache of 1e5-1e6 registrations reads these lines at
- * random: with 4 KiB pages most such reads also miss the TLB, and filling
- * the cache pays a page fault every few dozen registrations.  The price:
+ * random over tens of thousands of 4 KiB pages, more than a TLB holds, and
+ * filling the cache paid a page fault every few dozen registrations.  The price:
  * the last unit of a mapping is resident whole once touched, and where
  * the kernel must compact memory to find a huge page (its "defrag"
  * setting), the allocation waits for it.
