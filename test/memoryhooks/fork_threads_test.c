@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -44,13 +43,7 @@ static bool in_child(int (*fn)(void *), void *arg, unsigned seconds, const char 
         alarm(seconds);
         _exit(fn(arg));
     }
-    int status;
-    waitpid(pid, &status, 0);
-    CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status), "%s: the child %s %d", what,
-              WIFSIGNALED(status) ? "was killed (waited for a thread of the parent?) by signal"
-                                  : "exited with",
-              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    return WIFEXITED(status) && 0 == WEXITSTATUS(status);
+    return test_child_ok(pid, what, "(SIGALRM: it waited for a thread of the parent)");
 }
 
 /* 1: a thread held inside a callback. */

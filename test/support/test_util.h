@@ -7,10 +7,12 @@
 #define OPAL_TEST_UTIL_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int test_failures;
@@ -103,6 +105,27 @@ static inline int test_execv(const char *path, char *const argv[])
     }
     args[n] = NULL;
     return execvp(args[0], args);
+}
+
+/*
+ * Wait for the child pid (fork's result) and check that it exited 0; if it
+ * did not, say for what how it ended, the signal or the exit code, and
+ * codes (what the test's exit codes or a signal mean, NULL for nothing).
+ * True when it exited 0.
+ */
+static inline bool test_child_ok(pid_t pid, const char *what, const char *codes)
+{
+    int status = 0;
+    if (pid <= 0 || waitpid(pid, &status, 0) != pid) {
+        CHECK_MSG(false, "%s: no child to wait for", what);
+        return false;
+    }
+    const bool ok = WIFEXITED(status) && 0 == WEXITSTATUS(status);
+    CHECK_MSG(ok, "%s: the child %s %d%s%s", what,
+              WIFSIGNALED(status) ? "was killed by signal" : "exited with",
+              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), codes ? " " : "",
+              codes ? codes : "");
+    return ok;
 }
 
 static inline int test_finish(const char *name)

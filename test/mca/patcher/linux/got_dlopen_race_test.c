@@ -38,7 +38,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -207,11 +206,7 @@ int main(void)
     if (0 == pid) {
         exit(run());
     }
-    int status = 0;
-    CHECK(pid > 0 && pid == waitpid(pid, &status, 0));
-    CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status), "the rounds %s %d",
-              WIFSIGNALED(status) ? "died of signal" : "exited with",
-              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    test_child_ok(pid, "the rounds", NULL);
     test_helper_cleanup();
     return test_finish("got_dlopen_race_test");
 }

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -84,12 +83,8 @@ int main(void)
     void *slow = NULL;
     pthread_join(opener, &slow);
     CHECK(NULL != slow);
-    int status = 0;
-    CHECK(child == waitpid(child, &status, 0));
-    CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status),
-              "the child's dlopen %s", WIFSIGNALED(status) && SIGALRM == WTERMSIG(status)
-                                           ? "hung (the lock inherited held)"
-                                           : "failed");
+    test_child_ok(child, "the child's dlopen",
+                  "(SIGALRM: it hung, the lock inherited held; 2: it failed)");
     CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(on_release));
     CHECK(OPAL_SUCCESS == opal_finalize_util());
     test_helper_cleanup();

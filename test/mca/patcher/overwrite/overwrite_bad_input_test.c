@@ -13,7 +13,6 @@
 
 #include <stdbool.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 
 #include "opal/util/proc_maps.h"
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
@@ -57,12 +56,7 @@ static void check_declined(const char *what, uintptr_t addr, bool mapped, int pr
     if (0 == pid) {
         _exit(declined(addr, mapped, prot));
     }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status),
-              "%s: the child %s %d (2: patched, 3: no message, 4: protection changed)",
-              what, WIFSIGNALED(status) ? "was killed by signal" : "exited with",
-              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    test_child_ok(pid, what, "(2: patched, 3: no message, 4: protection changed)");
 }
 
 /* A fresh page with prot, holding a function's bytes. */

@@ -24,7 +24,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
@@ -145,13 +144,9 @@ static void fork_during_patch(const char *what, fn6_t busy, long busy_value, fn6
     if (0 == pid) {
         _exit(child(busy, busy_value, other));
     }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status),
-              "%s: the child %s %d (2: a call of the function being patched, 3: a patch, "
-              "4: the patched call, 5: the restore)",
-              what, WIFSIGNALED(status) ? "was killed by signal" : "exited with",
-              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    test_child_ok(pid, what,
+                  "(2: a call of the function being patched, 3: a patch, 4: the patched call, "
+                  "5: the restore)");
     void *rc;
     pthread_join(patcher_thread, &rc);
     CHECK_MSG(OPAL_SUCCESS == (intptr_t) rc, "%s: the patch in the parent: %d", what,

@@ -28,7 +28,6 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
@@ -194,12 +193,7 @@ int main(void)
     if (0 == pid) {
         _exit(scenario());
     }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK_MSG(WIFEXITED(status) && 0 == WEXITSTATUS(status),
-              "the child %s %d (2: the patch failed, 3: a wrong value)",
-              WIFSIGNALED(status) ? "was killed by signal" : "exited with",
-              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    test_child_ok(pid, "the scenario", "(2: the patch failed, 3: a wrong value)");
     opal_finalize_util();
     return test_finish("overwrite_held_signal_test");
 }
