@@ -46,6 +46,25 @@ static bool in_child(int (*fn)(void *), void *arg, unsigned seconds, const char 
     return test_child_ok(pid, what, "(SIGALRM: it waited for a thread of the parent)");
 }
 
+/*
+ * body runs in another thread until stop is set; meanwhile up to forks
+ * children run fn until one fails (not every fork finds the thread inside:
+ * the first child that hangs is enough).
+ */
+static volatile int stop;
+
+static void fork_during(void *(*body)(void *), int forks, int (*fn)(void *), void *arg,
+                        const char *what)
+{
+    pthread_t t;
+    stop = 0;
+    pthread_create(&t, NULL, body, NULL);
+    for (int i = 0; i < forks && in_child(fn, arg, 2, what); i++) {
+    }
+    stop = 1;
+    pthread_join(t, NULL);
+}
+
 /* 1: a thread held inside a callback. */
 static pthread_t main_thread;
 static volatile int held, forked;
@@ -95,7 +114,6 @@ static void test_thread_in_callback(void)
 /* 2: a thread inside the rcache's release. */
 #define BIG ((size_t) 1 << 30)
 #define FORKS 100
-static volatile int stop;
 static char *big;
 
 static void *release_big(void *arg)
@@ -134,15 +152,8 @@ static void test_thread_in_rcache_release(void)
             rcache->rcache_deregister(rcache, reg);
         }
     }
-    pthread_t t;
-    pthread_create(&t, NULL, release_big, NULL);
-    /* Not every fork finds the thread inside: the first child that hangs is enough. */
-    for (int i = 0; i < FORKS && in_child(child_destroys, rcache, 2,
-                                          "destroy in a child forked during a release");
-         i++) {
-    }
-    stop = 1;
-    pthread_join(t, NULL);
+    fork_during(release_big, FORKS, child_destroys, rcache,
+                "destroy in a child forked during a release");
     mock_destroy_and_check(rcache, &dev, "parent");
     munmap(buf, 64 * PAGE);
     munmap(big, BIG);
@@ -150,7 +161,6 @@ static void test_thread_in_rcache_release(void)
 
 /* 3: a thread inside register and unregister. */
 #define LOCK_FORKS 20
-static volatile int stop_churn;
 
 static void churned_callback(void *buf, size_t len, void *cbdata, bool from_alloc)
 {
@@ -160,7 +170,7 @@ static void churned_callback(void *buf, size_t len, void *cbdata, bool from_allo
 static void *churn_registration(void *arg)
 {
     (void) arg;
-    while (!stop_churn) {
+    while (!stop) {
         opal_mem_hooks_register_release(churned_callback, NULL);
         opal_mem_hooks_unregister_release(churned_callback);
     }
@@ -181,14 +191,8 @@ static int child_unregisters_quiet(void *arg)
 static void test_thread_in_registration(void)
 {
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(quiet_callback, NULL));
-    pthread_t t;
-    pthread_create(&t, NULL, churn_registration, NULL);
-    for (int i = 0; i < LOCK_FORKS && in_child(child_unregisters_quiet, NULL, 2,
-                                               "unregister in a child forked during a registration");
-         i++) {
-    }
-    stop_churn = 1;
-    pthread_join(t, NULL);
+    fork_during(churn_registration, LOCK_FORKS, child_unregisters_quiet, NULL,
+                "unregister in a child forked during a registration");
     CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(quiet_callback));
 }
 
