@@ -30,6 +30,7 @@ typedef struct mock_dev_t {
     volatile long registered, deregistered, bad_dereg, dereg_in_alloc;
     long capacity;        /* >0: at most this many live registrations, else OUT_OF_RESOURCE */
     int dereg_frees;      /* deregister_mem frees a large block (may trigger munmap) */
+    int refuse;           /* register_mem fails with an error other than running out */
 } mock_dev_t;
 
 static volatile uint64_t mock_clock;
@@ -39,6 +40,9 @@ static int mock_register(void *data, void *base, size_t size, mca_rcache_base_re
 {
     mock_dev_t *dev = data;
     mock_reg_t *r = (mock_reg_t *) reg;
+    if (dev->refuse) {
+        return OPAL_ERROR;
+    }
     if (dev->capacity > 0
         && __atomic_load_n(&dev->registered, __ATOMIC_SEQ_CST)
                    - __atomic_load_n(&dev->deregistered, __ATOMIC_SEQ_CST)
@@ -79,25 +83,31 @@ static inline void mock_resources(mock_dev_t *dev, mca_rcache_base_resources_t *
     res->deregister_mem = mock_deregister;
 }
 
-/*
- * A fresh device and a grdma module on it, and count pages of address
- * space to register (reserved, never touched); the test exits if either
- * cannot be made.
- */
-static inline mca_rcache_base_module_t *mock_grdma_and_pages(mock_dev_t *dev, size_t count,
-                                                             unsigned char **pages)
+/* A fresh device and a grdma module on it; the test exits if it cannot be made. */
+static inline mca_rcache_base_module_t *mock_grdma(mock_dev_t *dev)
 {
     mca_rcache_base_resources_t res; /* the module keeps a copy */
     memset(dev, 0, sizeof(*dev));
     mock_resources(dev, &res);
-    *pages = mmap(NULL, count * (size_t) sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
-    if (NULL == m || MAP_FAILED == *pages) {
-        fprintf(stderr, "cannot create a grdma module or reserve %zu pages\n", count);
+    if (NULL == m) {
+        fprintf(stderr, "cannot create a grdma module\n");
         exit(1);
     }
     return m;
+}
+
+/* mock_grdma, and count pages of address space to register (reserved, never touched). */
+static inline mca_rcache_base_module_t *mock_grdma_and_pages(mock_dev_t *dev, size_t count,
+                                                             unsigned char **pages)
+{
+    *pages = mmap(NULL, count * (size_t) sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (MAP_FAILED == *pages) {
+        fprintf(stderr, "cannot reserve %zu pages\n", count);
+        exit(1);
+    }
+    return mock_grdma(dev);
 }
 
 /* Destroy m: every register_mem was matched by one good deregister_mem. */

@@ -33,28 +33,6 @@ typedef mca_rcache_base_registration_t reg_t;
 static size_t page;
 static unsigned char *arena; /* reserved address space: nothing else maps here */
 
-/* While set, the device refuses every registration (an error other than running out). */
-static int refuse;
-
-static int refusing_register(void *data, void *base, size_t size, reg_t *reg)
-{
-    return refuse ? OPAL_ERROR : mock_register(data, base, size, reg);
-}
-
-static mca_rcache_base_module_t *create(mock_dev_t *dev)
-{
-    mca_rcache_base_resources_t res;
-    memset(dev, 0, sizeof(*dev));
-    mock_resources(dev, &res);
-    res.register_mem = refusing_register;
-    mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
-    if (NULL == m) {
-        fprintf(stderr, "cannot create a grdma module\n");
-        exit(1);
-    }
-    return m;
-}
-
 static void phase_init(const char *leave_pinned, const char *max_bytes)
 {
     setenv("OMPI_MCA_mpi_leave_pinned", leave_pinned, 1);
@@ -84,7 +62,7 @@ static void check_refused(mca_rcache_base_module_t *m, mock_dev_t *dev, void *ad
 static void test_wrapping_ranges(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     reg_t *a, *f;
     CHECK(OPAL_SUCCESS == m->rcache_register(m, arena, page, 0, 0, &a));
     CHECK(OPAL_SUCCESS == m->rcache_deregister(m, a));
@@ -118,7 +96,7 @@ static void test_wrapping_ranges(void)
 static void test_bypass_persist(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     const uint32_t both = MCA_RCACHE_FLAGS_CACHE_BYPASS | MCA_RCACHE_FLAGS_PERSIST;
     reg_t *a, *f;
     CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 4 * page, page, both, 0, &a));
@@ -128,9 +106,9 @@ static void test_bypass_persist(void)
               dev.deregistered);
 
     /* Refused: then a one-page registration stays cached, well under the limit. */
-    refuse = 1;
+    dev.refuse = 1;
     CHECK(OPAL_ERROR == m->rcache_register(m, arena + 8 * page, 4 * page, both, 0, &a));
-    refuse = 0;
+    dev.refuse = 0;
     CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 16 * page, page, 0, 0, &a));
     CHECK(OPAL_SUCCESS == m->rcache_deregister(m, a));
     f = NULL;
@@ -166,7 +144,7 @@ static void test_huge_sizeof_reg(void)
 static void test_no_leave_pinned_persist(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     reg_t *p, *q;
     CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 20 * page, page, MCA_RCACHE_FLAGS_PERSIST,
                                              0, &p));

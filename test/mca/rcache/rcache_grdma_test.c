@@ -27,19 +27,6 @@ static unsigned char *arena; /* reserved address space: nothing else maps here *
 
 typedef mca_rcache_base_registration_t reg_t;
 
-static mca_rcache_base_module_t *create(mock_dev_t *dev)
-{
-    mca_rcache_base_resources_t res;
-    memset(dev, 0, sizeof(*dev));
-    mock_resources(dev, &res);
-    mca_rcache_base_module_t *m = mca_rcache_base_module_create("grdma", NULL, &res);
-    if (NULL == m) {
-        fprintf(stderr, "cannot create a grdma module\n");
-        exit(1);
-    }
-    return m;
-}
-
 static void phase_init(const char *leave_pinned, const char *max_entries)
 {
     setenv("OMPI_MCA_mpi_leave_pinned", leave_pinned, 1);
@@ -54,7 +41,7 @@ static void phase_init(const char *leave_pinned, const char *max_entries)
 static void test_reuse_and_access(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     reg_t *a, *b, *c, *f;
     CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 100, 3 * page, 0,
                                              MCA_RCACHE_ACCESS_LOCAL_WRITE, &a));
@@ -91,7 +78,7 @@ static void test_reuse_and_access(void)
 static void test_invalidation(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     reg_t *a, *b, *held;
     /* Partial overlap: one byte of the last page invalidates the whole registration. */
     m->rcache_register(m, arena, 4 * page, 0, 0, &a);
@@ -164,7 +151,7 @@ static void test_invalidation(void)
 static void test_bypass_persist_destroy(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     reg_t *a, *b, *p, *q, *held, *deferred;
     m->rcache_register(m, arena, page, MCA_RCACHE_FLAGS_CACHE_BYPASS, 0, &a);
     m->rcache_register(m, arena, page, MCA_RCACHE_FLAGS_CACHE_BYPASS, 0, &b);
@@ -197,7 +184,7 @@ static void test_evict_and_retry(const char *what);
 static void test_limits(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     reg_t *r[8], *p, *q;
     m->rcache_register(m, arena + 100 * page, page, MCA_RCACHE_FLAGS_PERSIST, 0, &p);
     m->rcache_deregister(m, p);
@@ -216,7 +203,7 @@ static void test_limits(void)
 
     /* CLOCK: a registration hit since the hand last passed gets a second
      * chance; an untouched one of the same age goes instead. */
-    m = create(&dev);
+    m = mock_grdma(&dev);
     for (int i = 0; i < 5; i++) { /* the fifth evicts the first: the hand has gone round */
         m->rcache_register(m, arena + i * 2 * page, page, 0, 0, &r[i]);
         m->rcache_deregister(m, r[i]);
@@ -238,7 +225,7 @@ static void test_limits(void)
      * (a sweep clears the RECENT bit of every one it passes: a hit's
      * stays) until a reference drops to none; that registration then goes,
      * and so does each one dropped while the cache is over the limits. */
-    m = create(&dev);
+    m = mock_grdma(&dev);
     for (int i = 0; i < 6; i++) { /* the fifth and sixth over the limit: nothing to evict */
         m->rcache_register(m, arena + i * 2 * page, page, 0, 0, &r[i]);
     }
@@ -272,7 +259,7 @@ static void test_evict_and_retry(const char *what)
 {
     mock_dev_t dev;
     reg_t *r[8];
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     dev.capacity = 3;
     for (int i = 0; i < 3; i++) {
         m->rcache_register(m, arena + i * 2 * page, page, 0, 0, &r[i]);
@@ -299,7 +286,7 @@ static void test_evict_and_retry(const char *what)
 static void test_no_leave_pinned(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     reg_t *a, *b;
     m->rcache_register(m, arena, page, 0, 0, &a);
     m->rcache_register(m, arena, page, 0, 0, &b);
@@ -316,7 +303,7 @@ static void test_no_leave_pinned(void)
 static void test_fork(void)
 {
     mock_dev_t dev;
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     reg_t *a, *b;
     m->rcache_register(m, arena, page, 0, 0, &a);
     m->rcache_deregister(m, a);
@@ -355,7 +342,7 @@ static void test_bad_input(void)
     CHECK(NULL == mca_rcache_base_module_create("nosuch", NULL, &res));
     res.sizeof_reg = 8;
     CHECK(NULL == mca_rcache_base_module_create(NULL, NULL, &res));
-    mca_rcache_base_module_t *m = create(&dev);
+    mca_rcache_base_module_t *m = mock_grdma(&dev);
     CHECK(OPAL_SUCCESS == mca_rcache_base_module_destroy(m));
     CHECK(OPAL_ERR_NOT_FOUND == mca_rcache_base_module_destroy(m));
 }

@@ -114,13 +114,7 @@ static void run(size_t n, const char *max_entries, const char *what)
     bad_cover = bad_magic = stale = errors = stop = 0;
     arena = mmap(NULL, pages * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     CHECK(MAP_FAILED != arena);
-    mca_rcache_base_resources_t res;
-    mock_resources(&dev, &res);
-    rcache = mca_rcache_base_module_create("grdma", NULL, &res);
-    if (NULL == rcache) {
-        fprintf(stderr, "cannot create a grdma module\n");
-        exit(1);
-    }
+    rcache = mock_grdma(&dev);
     const unsigned bits0 = ((mca_rcache_grdma_module_t *) rcache)->index.table->bits;
     pthread_t th[HITTERS + 1];
     pthread_create(&th[HITTERS], NULL, invalidator, (void *) 7);
