@@ -140,8 +140,8 @@ static inline bool range_wraps(const void *addr, size_t size)
  * also miss the TLB (and a fill pays a page fault every few dozen
  * registrations).  The first huge slab is nearly empty when it comes:
  * after 2.5 MiB of small ones it adds at most 52 bytes to each of 40 000
- * registrations of 64 (the most any cache size then costs, with the
- * index: 81 bytes beyond each, bench/rcache/README.md).
+ * registrations of 64 (81 beyond each there with the index; the most at
+ * any size measured is 87, where the index doubles: bench/rcache/bytes.sh).
  */
 #define SLAB_BYTES 4096
 #define SMALL_SLABS (5 * MCA_RCACHE_BASE_HUGEMEM_UNIT / 4)
