@@ -166,5 +166,7 @@ int mca_patcher_base_page_protection(uintptr_t addr, int *prot);
 void mca_patcher_base_atfork_prepare(void);
 void mca_patcher_base_atfork_parent(void);
 void mca_patcher_base_atfork_child(void);
+/* The child's part for the selected module's list of patches (atfork_child calls it). */
+void mca_patcher_base_patch_list_atfork_child(void);
 
 #endif

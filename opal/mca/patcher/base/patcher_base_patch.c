@@ -36,11 +36,12 @@ static void remove_patches(mca_patcher_base_module_t *module,
     while (&patch->super != opal_list_get_end(&module->patch_list)) {
         mca_patcher_base_patch_t *prev = (mca_patcher_base_patch_t *) patch->super.opal_list_prev;
         if (NULL == filter || filter(patch, arg)) {
-            opal_list_remove_item(&module->patch_list, &patch->super);
+            /* Undone before it leaves the list: a fork meanwhile (see below) finds it listed. */
             mca_patcher_base_restore_fn_t undo = restore ? patch->patch_restore : patch->patch_forget;
             if (undo) {
                 undo(patch);
             }
+            opal_list_remove_item(&module->patch_list, &patch->super);
             free(patch);
         }
         patch = prev;
@@ -58,6 +59,24 @@ void mca_patcher_base_forget_patches(mca_patcher_base_module_t *module,
                                      bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg)
 {
     remove_patches(module, filter, arg, false);
+}
+
+/*
+ * fork: the list's lock is made new in the child, not taken before the
+ * fork: a walk holds it while its visitor runs, and a visitor may wait for
+ * anything, the forking thread included.  A writer that changes code under
+ * it waits inside it for the code-write lock, which the fork holds
+ * (atfork_prepare), before it changes the list: the child finds the patch
+ * it was about to undo still listed and applied.  Only the few stores of a
+ * list operation in another thread at the very moment of the fork could
+ * be seen half done, as with the loader's own lists.
+ */
+void mca_patcher_base_patch_list_atfork_child(void)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL != patcher) {
+        pthread_mutex_init(&patcher->patch_list_mutex, NULL);
+    }
 }
 
 uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t func_addr)

@@ -123,6 +123,7 @@ void mca_patcher_base_atfork_parent(void)
 void mca_patcher_base_atfork_child(void)
 {
     pthread_mutex_init(&protect_lock, NULL);
+    mca_patcher_base_patch_list_atfork_child();
 }
 
 int mca_patcher_base_with_code_writable(uintptr_t addr, size_t len, void (*write)(void *arg),
