@@ -16,6 +16,7 @@
 #include "opal_config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <gnu/lib-names.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -238,18 +239,49 @@ DEFINE_ENTRIES(madvise, int, (void *addr, size_t len, int advice), (addr, len, a
  * that fails.  Every range is reported: a later one may be released even
  * when an earlier one is not (the kernel stops at the first error).  A
  * vector the kernel refuses before reading it (more than UIO_MAXIOV ranges:
- * EINVAL) or cannot read (NULL: EFAULT) releases nothing, and is not read
- * here either: the caller gets the kernel's error, not a fault of ours.
+ * EINVAL) or cannot read (EFAULT) releases nothing, and must not fault
+ * here either: the caller gets the kernel's error.  So the vector is first
+ * read as the kernel reads it, through a system call (process_vm_readv of
+ * our own memory: EFAULT where any of it is unreadable); where that call
+ * is refused (a seccomp filter; qemu-user has none) only NULL is known to
+ * be unreadable.
  */
-static ssize_t process_madvise_common(opal_mem_variant_t *var, int pidfd, const struct iovec *iov,
-                                      size_t n, int advice, unsigned flags)
+#define IOV_CHUNK 32
+
+static bool iov_readable(const struct iovec *iov, size_t n)
 {
-    if (advice_drops_pages(advice) && NULL != iov && n <= UIO_MAXIOV) {
+    struct iovec buf[IOV_CHUNK];
+    for (size_t at = 0; at < n; at += IOV_CHUNK) {
+        const size_t k = n - at < IOV_CHUNK ? n - at : IOV_CHUNK;
+        struct iovec local = {.iov_base = buf, .iov_len = k * sizeof(*iov)};
+        struct iovec remote = {.iov_base = (void *) (iov + at), .iov_len = local.iov_len};
+        const long got = syscall(SYS_process_vm_readv, (long) getpid(), &local, 1L, &remote, 1L, 0L);
+        if (got != (long) local.iov_len) {
+            /* Part of it, or none with EFAULT: the kernel's own copy fails the same way. */
+            return got < 0 && EFAULT != errno;
+        }
+    }
+    return true;
+}
+
+static OPAL_COLD void report_iov(const struct iovec *iov, size_t n)
+{
+    const int saved_errno = errno; /* the call through sets it, or leaves it as it was */
+    if (iov_readable(iov, n)) {
         for (size_t i = 0; i < n; i++) {
             if (page_aligned(iov[i].iov_base) && 0 != iov[i].iov_len) {
                 opal_mem_hooks_dispatch((uintptr_t) iov[i].iov_base, iov[i].iov_len, true);
             }
         }
+    }
+    errno = saved_errno;
+}
+
+static ssize_t process_madvise_common(opal_mem_variant_t *var, int pidfd, const struct iovec *iov,
+                                      size_t n, int advice, unsigned flags)
+{
+    if (advice_drops_pages(advice) && NULL != iov && n <= UIO_MAXIOV) {
+        report_iov(iov, n);
     }
     return var->chain.process_madvise(pidfd, iov, n, advice, flags);
 }
