@@ -6,6 +6,9 @@
  *
  * 1. an unmapped page
  * 2. a page with no access (PROT_NONE)
+ * 3. a readable page that is not executable, holding a function's bytes:
+ *    data, not code (the component wrote its jump there, and the page came
+ *    back executable)
  *
  * Each runs in a child of its own, so that a crash fails that case only.
  */
@@ -80,6 +83,7 @@ int main(void)
     CHECK(0 == syscall(SYS_munmap, gone, page));
     check_declined("1 (an unmapped page)", gone, false, 0);
     check_declined("2 (PROT_NONE)", page_with(PROT_NONE), true, PROT_NONE);
+    check_declined("3 (readable, not executable)", page_with(PROT_READ), true, PROT_READ);
 
     opal_finalize_util();
     return test_finish("overwrite_bad_input_test");
