@@ -144,6 +144,8 @@ int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_
  * their own redirects.
  */
 int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *table, int n, int first, int count);
+/* The last got_patch met an object that the loader had not relocated yet and left it alone. */
+bool mca_patcher_linux_got_left_unrelocated(void);
 
 /* How a slot's restore went. */
 typedef enum {

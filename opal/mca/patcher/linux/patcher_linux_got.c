@@ -10,7 +10,8 @@
  * object cannot vanish in between, nor be listed but not yet relocated:
  * every dlclose, dlopen and dlmopen that is not ours goes through our
  * intercept, which holds the table's lock across the loader's work (so it
- * waits for whoever patches).
+ * waits for whoever patches).  A load that passes none of them is seen
+ * half done, and left to the next pass (relocated()).
  *
  * Calls only the loader floor below it (patcher_linux.h): what a restore
  * means to the table above it is said by the hook's restore function,
@@ -201,6 +202,37 @@ static void scan_table(got_scan_t *scan, int object, uintptr_t base, uintptr_t t
 #endif
 }
 
+/*
+ * Whether the loader has finished relocating the object mapped at addr.
+ * glibc lists a new object (dl_iterate_phdr, the debugger's list) once it
+ * is mapped, and makes it known to _dl_find_object only after relocating
+ * it (glibc 2.35 and later).  The loads that pass our dlopen, dlmopen and
+ * dlclose wait for our passes (the table's lock); one that does not
+ * (glibc's own for NSS, iconv or libgcc_s, a dlopen whose address was
+ * taken before our setup) may be half done: a slot we wrote then would
+ * get the load address added (lazy binding: a crash at the first call)
+ * or the definition written over it.  Such an object is left to the next
+ * pass (the next dlopen or dlclose).
+ */
+static bool relocated(uintptr_t addr)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (2 == __GLIBC__ && __GLIBC_MINOR__ >= 35))
+    struct dl_find_object found;
+    return 0 == _dl_find_object((void *) addr, &found);
+#else
+    (void) addr;
+    return true; /* not known before glibc 2.35 */
+#endif
+}
+
+/* A pass left an object that was not relocated yet (table lock held): the next pass must run. */
+static bool left_unrelocated;
+
+bool mca_patcher_linux_got_left_unrelocated(void)
+{
+    return left_unrelocated;
+}
+
 static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     got_scan_t *scan = arg;
@@ -221,6 +253,10 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
         }
     }
     if (NULL == dynph || start >= end || (scan->skip_own && is_own(info, start, end))) {
+        return 0;
+    }
+    if (!relocated(start)) {
+        left_unrelocated = true;
         return 0;
     }
     const ElfW(Dyn) *dyn = (const ElfW(Dyn) *) (base + dynph->p_vaddr);
@@ -756,6 +792,7 @@ int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *hooks, int n, int firs
      * lookups during a pass (mca_patcher_linux_dlsym_in) can then undo
      * slots written earlier in it.  Repeat until a pass writes nothing. */
     int rc = OPAL_SUCCESS;
+    left_unrelocated = false;
     for (int pass = 0; pass < 4 && OPAL_SUCCESS == rc; pass++) {
         bool wrote = false;
         rc = got_patch_pass(&table, first, count, &wrote);

@@ -31,6 +31,8 @@ static int mapping;
  * when the table was last given to the added and taken from the removed. */
 static bool following;
 static mca_patcher_linux_counts_t seen;
+/* A pass left an object that another thread's load had not relocated yet (got_patch). */
+static bool left_behind;
 
 /*
  * fork: the child has only the forking thread.  The lock may be held by
@@ -145,6 +147,7 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
         __atomic_store_n(old_addr, chain, __ATOMIC_RELEASE);
     }
     rc = mca_patcher_linux_got_patch(hooks, nhooks, h, 1);
+    left_behind |= mca_patcher_linux_got_left_unrelocated();
     if (OPAL_SUCCESS != rc && added) {
         /* What was patched stays recorded (the base undoes it); objects
          * loaded later must not get a redirection that failed. */
@@ -272,9 +275,10 @@ void mca_patcher_linux_take_back(void)
     if (mca_patcher_linux_following()) {
         const unsigned long long adds = mca_patcher_linux_loader_counts().adds;
         /* Only another hooker's dlopen behind ours can have reset slots. */
-        int rc = adds != seen.adds || mca_patcher_linux_loader_foreign_dlopen()
-                     ? mca_patcher_linux_got_patch(hooks, nhooks, 0, nhooks)
-                     : OPAL_SUCCESS;
+        const bool pass = adds != seen.adds || left_behind ||
+                          mca_patcher_linux_loader_foreign_dlopen();
+        int rc = pass ? mca_patcher_linux_got_patch(hooks, nhooks, 0, nhooks) : OPAL_SUCCESS;
+        left_behind = pass ? mca_patcher_linux_got_left_unrelocated() : left_behind;
         if (OPAL_SUCCESS != rc) {
             opal_output("patcher linux: could not patch the objects just loaded: %s",
                         opal_strerror(rc));
