@@ -7,7 +7,9 @@
  * might_overlap (never false when something overlaps; exact for short
  * ranges); lines of the table overflow on the way (equal keys, neighbours).  Then lock-free readers against a writer: might_overlap must
  * never miss a range that stays indexed while the writer churns others.
- * Last, a table grown past 2 MiB (a mapping of its own).
+ * Last, a table grown past 2 MiB (a mapping of its own).  First, the hit's
+ * first look (first_candidate) where it is meant to be the whole lookup;
+ * the oracle checks it on every query too.
  */
 #include "opal_config.h"
 
@@ -131,6 +133,18 @@ static void check_queries(uintptr_t first, uintptr_t last)
     if (last - first < 64) {
         CHECK_MSG(maybe == any, "might_overlap [%#lx, %#lx]: %d, truth %d", (unsigned long) first,
                   (unsigned long) last, maybe, any);
+    }
+
+    /* The first look: an indexed item, or NULL; a NULL it calls complete, nothing covers. */
+    bool complete;
+    const void *cand = mca_rcache_base_pgindex_first_candidate(&idx, first, last, &complete);
+    CHECK_MSG(NULL == cand || present[index_of(cand)],
+              "first candidate for [%#lx, %#lx] is not indexed", (unsigned long) first,
+              (unsigned long) last);
+    for (size_t i = 0; NULL == cand && complete && i < N; i++) {
+        CHECK_MSG(!present[i] || lo_of(i) > first || hi_of(i) < last,
+                  "first look at [%#lx, %#lx] said complete, and range %zu covers it",
+                  (unsigned long) first, (unsigned long) last, i);
     }
 
     memset(&s, 0, sizeof(s));
@@ -341,8 +355,75 @@ static void large_test(void)
     free(many);
 }
 
+/*
+ * The first look (first_candidate) where it is meant to be the whole
+ * lookup: one-page ranges only, every other page of dense runs in 8
+ * regions 1 GiB apart (their groups share lines), some pages five times
+ * and then their neighbours (past their overflowed home lines).  An
+ * indexed page is found by it, or it says it was not complete (never NULL
+ * and complete); a page between them gets NULL, complete where the home
+ * line never overflowed; once a range of another class is in, no first
+ * look is complete.
+ */
+static void first_look_test(void)
+{
+    CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
+    memset(present, 0, sizeof(present));
+    for (size_t i = 0; i + 1 < N; i++) {
+        /*
+         * The last 200: four more copies each of the pages of the first 40
+         * (equal keys fill their home line), and the page after each, of
+         * the same group (same home line): it lands past that line.
+         */
+        const size_t extra = i < N - 201 ? 0 : i - (N - 201), at = extra ? extra % 40 : i;
+        const uintptr_t page = ((uintptr_t) (at % 8) << 18 | (at / 8) * 2) + (extra >= 160);
+        set_range(i, page, page);
+        grow_if_wanted();
+        mca_rcache_base_pgindex_insert(&idx, item_of(i), page, page);
+        present[i] = true;
+    }
+    size_t found = 0, complete_misses = 0;
+    bool complete;
+    for (size_t i = 0; i + 1 < N; i++) {
+        const void *cand = mca_rcache_base_pgindex_first_candidate(&idx, lo_of(i), lo_of(i), &complete);
+        CHECK_MSG(NULL != cand || !complete, "page %#lx is indexed: the first look said complete",
+                  (unsigned long) lo_of(i));
+        CHECK_MSG(NULL == cand || lo_of(index_of(cand)) == lo_of(i),
+                  "the first look at page %#lx gave range %zu", (unsigned long) lo_of(i),
+                  index_of(cand));
+        found += cand == item_of(i);
+        if (i < 40 || i >= N - 201) {
+            continue; /* the page after it is indexed */
+        }
+        cand = mca_rcache_base_pgindex_first_candidate(&idx, lo_of(i) + 1, lo_of(i) + 1, &complete);
+        CHECK_MSG(NULL == cand, "page %#lx is not indexed: the first look gave range %zu",
+                  (unsigned long) lo_of(i) + 1, index_of(cand));
+        complete_misses += complete;
+    }
+    CHECK_MSG(found > N / 2 && complete_misses > N / 2,
+              "the first look found %zu of %d pages, and was complete for %zu misses", found,
+              N - 1, complete_misses);
+    CHECK_MSG(idx.table->overflowed, "no line overflowed: the incomplete first look was not tried");
+    /* A range of two pages: class 1 holds ranges now. */
+    set_range(N - 1, 1, 2);
+    grow_if_wanted();
+    mca_rcache_base_pgindex_insert(&idx, item_of(N - 1), 1, 2);
+    present[N - 1] = true;
+    for (size_t i = 0; i + 1 < N; i++) {
+        (void) mca_rcache_base_pgindex_first_candidate(&idx, lo_of(i) + 1, lo_of(i) + 1, &complete);
+        CHECK_MSG(!complete, "two classes hold ranges: the first look at %#lx said complete",
+                  (unsigned long) lo_of(i) + 1);
+    }
+    for (size_t i = 0; i < N; i++) {
+        mca_rcache_base_pgindex_remove(&idx, item_of(i));
+        present[i] = false;
+    }
+    mca_rcache_base_pgindex_fini(&idx);
+}
+
 int main(void)
 {
+    first_look_test();
     oracle_test();
     concurrent_test();
     large_test();

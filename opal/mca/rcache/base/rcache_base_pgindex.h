@@ -304,6 +304,50 @@ mca_rcache_base_pgindex_covering(mca_rcache_base_pgindex_t *idx, uintptr_t first
     return 0;
 }
 
+/*
+ * Lock free, best effort: a hit's first look.  The item with the key of
+ * pages [first, last] in the smallest class that holds ranges and could
+ * cover them, from the key's home line (its own slot first, where a range
+ * alone in its block usually sits), or NULL.  *complete tells whether a
+ * NULL is all that covering() would have found: one class to look in, of
+ * single pages (no second block), and a home line that never overflowed.
+ * The caller validates the item.
+ */
+static inline void *mca_rcache_base_pgindex_first_candidate(mca_rcache_base_pgindex_t *idx,
+                                                            uintptr_t first, uintptr_t last,
+                                                            bool *complete)
+{
+    const mca_rcache_base_pgindex_table_t *t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE);
+    const uint64_t act = __atomic_load_n(&idx->active, __ATOMIC_RELAXED)
+                         & (~0ull << mca_rcache_base_pgindex_class(first, last));
+    *complete = 0 == act;
+    if (0 == act) {
+        return NULL;
+    }
+    const unsigned s = (unsigned) __builtin_ctzll(act);
+    const uintptr_t key = mca_rcache_base_pgindex_key(s, first >> s);
+    const uintptr_t ovf = MCA_RCACHE_BASE_PGINDEX_OVERFLOW;
+    const mca_rcache_base_pgindex_entry_t *e =
+        &t->entry[mca_rcache_base_pgindex_home(t, key) * MCA_RCACHE_BASE_PGINDEX_SLOTS];
+    const unsigned home = mca_rcache_base_pgindex_home_slot(key);
+    const uintptr_t key0 = __atomic_load_n(&e[0].key, __ATOMIC_RELAXED);
+    if ((__atomic_load_n(&e[home].key, __ATOMIC_RELAXED) & ~ovf) == key) {
+        return __atomic_load_n(&e[home].item, __ATOMIC_ACQUIRE);
+    }
+    /* Another slot of the line (a group displaced by another one): no branch per slot. */
+    unsigned match = 0;
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < MCA_RCACHE_BASE_PGINDEX_SLOTS; j++) {
+        uintptr_t k = j ? __atomic_load_n(&e[j].key, __ATOMIC_RELAXED) : key0;
+        match |= (unsigned) ((k & ~ovf) == key) << j;
+    }
+    if (match) {
+        return __atomic_load_n(&e[__builtin_ctz(match)].item, __ATOMIC_ACQUIRE);
+    }
+    *complete = 0 == (act & (act - 1)) && 0 == s && !(key0 & ovf);
+    return NULL;
+}
+
 /* Lock free: false only if no range overlapped [first, last] at some instant during the call. */
 bool mca_rcache_base_pgindex_might_overlap(mca_rcache_base_pgindex_t *idx, uintptr_t first,
                                            uintptr_t last);

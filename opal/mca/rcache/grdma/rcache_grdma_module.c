@@ -958,6 +958,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
          */
         bool again = !bypass
                      && (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
+
         unlink_chain_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
         if (again) {
@@ -1040,6 +1041,37 @@ static __attribute__((noinline)) int register_checked(grdma_t *m, void *addr, si
  * registration, work left by release events or fork (register_slow), a
  * userfaultfd source or frame checks (register_checked).
  */
+/* The hit's slow way: the whole lock-free walk, then register_slow. */
+static __attribute__((noinline)) int register_walk(grdma_t *m, void *addr, size_t size,
+                                                   uint32_t flags, int32_t access_flags,
+                                                   reg_t **reg_out)
+{
+    struct lookup l;
+    lookup_init(&l, m, addr, size, access_flags);
+    lookup_lockfree(m, &l);
+    if (__builtin_expect(NULL != l.hit, 1)) {
+        *reg_out = l.hit;
+        return OPAL_SUCCESS;
+    }
+    return register_slow(m, addr, size, flags, access_flags, reg_out, missed_by(&l));
+}
+
+/* A first candidate that took a reference and does not cover (rare): dropped, then the walk. */
+static __attribute__((noinline)) int register_walk_after(grdma_t *m, reg_t *reg, void *addr,
+                                                         size_t size, uint32_t flags,
+                                                         int32_t access_flags, reg_t **reg_out)
+{
+    drop_ref_cold(m, reg);
+    return register_walk(m, addr, size, flags, access_flags, reg_out);
+}
+
+/*
+ * The hit is the first look alone (first_candidate: the key's home line in
+ * the one class that could cover), and so is the miss when that look was
+ * the whole lookup (complete: register_slow then trusts it as it trusts the
+ * walk, by the index's count read before it).  Everything else walks.  The
+ * slow ways are out of line, so the hit saves few registers.
+ */
 static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size, uint32_t flags,
                           int32_t access_flags, reg_t **reg_out)
 {
@@ -1053,13 +1085,23 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
         return register_checked(m, addr, size, flags, access_flags, reg_out);
     }
     struct lookup l;
+    bool complete;
     lookup_init(&l, m, addr, size, access_flags);
-    lookup_lockfree(m, &l);
-    if (__builtin_expect(NULL != l.hit, 1)) {
-        *reg_out = l.hit;
-        return OPAL_SUCCESS;
+    l.seq = __atomic_load_n(&m->index.seq, __ATOMIC_ACQUIRE); /* before the index is read */
+    l.seen = false;
+    reg_t *reg = mca_rcache_base_pgindex_first_candidate(&m->index, l.base >> page_shift,
+                                                         l.bound >> page_shift, &complete);
+    if (NULL == reg && complete) {
+        return register_slow(m, addr, size, flags, access_flags, reg_out, missed_by(&l));
     }
-    return register_slow(m, addr, size, flags, access_flags, reg_out, missed_by(&l));
+    if (NULL == reg || !take_ref(reg)) {
+        return register_walk(m, addr, size, flags, access_flags, reg_out);
+    }
+    if (__builtin_expect(!covers(reg, &l), 0)) {
+        return register_walk_after(m, reg, addr, size, flags, access_flags, reg_out);
+    }
+    *reg_out = reg;
+    return OPAL_SUCCESS;
 }
 
 static int grdma_find(mca_rcache_base_module_t *rcache, void *addr, size_t size, reg_t **reg_out)
