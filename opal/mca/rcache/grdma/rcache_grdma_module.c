@@ -958,7 +958,6 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
          */
         bool again = !bypass
                      && (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
-
         unlink_chain_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
         if (again) {
@@ -1035,12 +1034,6 @@ static __attribute__((noinline)) int register_checked(grdma_t *m, void *addr, si
     return hand_out_hit(m, l.hit, addr, size, flags, access_flags, reg_out);
 }
 
-/*
- * The hit: no lock, one probe per size class in use, one compare-and-swap.
- * One test sends everything else elsewhere: no result pointer, a bypass
- * registration, work left by release events or fork (register_slow), a
- * userfaultfd source or frame checks (register_checked).
- */
 /* The hit's slow way: the whole lock-free walk, then register_slow. */
 static __attribute__((noinline)) int register_walk(grdma_t *m, void *addr, size_t size,
                                                    uint32_t flags, int32_t access_flags,
@@ -1066,10 +1059,14 @@ static __attribute__((noinline)) int register_walk_after(grdma_t *m, reg_t *reg,
 }
 
 /*
- * The hit is the first look alone (first_candidate: the key's home line in
- * the one class that could cover), and so is the miss when that look was
- * the whole lookup (complete: register_slow then trusts it as it trusts the
- * walk, by the index's count read before it).  Everything else walks.  The
+ * The hit: no lock, one look at one index line, one compare-and-swap.  One
+ * test sends everything else elsewhere: no result pointer, a bypass
+ * registration, work left by release events or fork (register_slow), a
+ * userfaultfd source or frame checks (register_checked).  The look is the
+ * key's home line in the one class that could cover (first_candidate);
+ * when it finds nothing and was the whole lookup (complete), the miss goes
+ * to register_slow at once, which trusts it as it trusts the walk (by the
+ * index's count read before it); anything else walks (register_walk).  The
  * slow ways are out of line, so the hit saves few registers.
  */
 static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t size, uint32_t flags,
