@@ -62,7 +62,7 @@ static void test_free_keeps_errno(void)
 
 #ifdef SYS_process_madvise
 /* More ranges than the intercept reads at a time (its IOV_CHUNK, 32). */
-#define IOV_CHUNK_TRIED 40
+#    define IOV_CHUNK_TRIED 40
 
 /* The call through libc (intercepted) and as a raw system call: the same result. */
 static void check_refused(const struct iovec *iov, size_t n, const char *what)

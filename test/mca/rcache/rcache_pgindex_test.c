@@ -3,13 +3,14 @@
  * of ranges of every size class (one page to most of the space, nested,
  * equal, crossing block boundaries, near page 0 and near the top), growth
  * by rehash, and after each step queries compared: overlapping (every range
- * exactly once), covering (candidates include every covering range) and
+ * exactly once), covering (candidates include every covering range),
  * might_overlap (never false when something overlaps; exact for short
- * ranges); lines of the table overflow on the way (equal keys, neighbours).  Then lock-free readers against a writer: might_overlap must
- * never miss a range that stays indexed while the writer churns others.
- * Last, a table grown past 2 MiB (a mapping of its own).  First, the hit's
- * first look (first_candidate) where it is meant to be the whole lookup;
- * the oracle checks it on every query too.
+ * ranges) and the hit's first look (first_candidate); lines of the table
+ * overflow on the way (equal keys, neighbours).  Before it, the first look
+ * where it is meant to be the whole lookup.  Then lock-free readers against
+ * a writer: might_overlap must never miss a range that stays indexed while
+ * the writer churns others.  Last, a table grown past 2 MiB (a mapping of
+ * its own).
  */
 #include "opal_config.h"
 
@@ -385,7 +386,8 @@ static void first_look_test(void)
     size_t found = 0, complete_misses = 0;
     bool complete;
     for (size_t i = 0; i + 1 < N; i++) {
-        const void *cand = mca_rcache_base_pgindex_first_candidate(&idx, lo_of(i), lo_of(i), &complete);
+        const void *cand = mca_rcache_base_pgindex_first_candidate(&idx, lo_of(i), lo_of(i),
+                                                                   &complete);
         CHECK_MSG(NULL != cand || !complete, "page %#lx is indexed: the first look said complete",
                   (unsigned long) lo_of(i));
         CHECK_MSG(NULL == cand || lo_of(index_of(cand)) == lo_of(i),
@@ -401,8 +403,8 @@ static void first_look_test(void)
         complete_misses += complete;
     }
     CHECK_MSG(found > N / 2 && complete_misses > N / 2,
-              "the first look found %zu of %d pages, and was complete for %zu misses", found,
-              N - 1, complete_misses);
+              "the first look found %zu of %d pages, and was complete for %zu misses", found, N - 1,
+              complete_misses);
     CHECK_MSG(idx.table->overflowed, "no line overflowed: the incomplete first look was not tried");
     /* A range of two pages: class 1 holds ranges now. */
     set_range(N - 1, 1, 2);

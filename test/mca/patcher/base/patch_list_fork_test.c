@@ -58,7 +58,8 @@ static void check_component(const char *component)
     if (OPAL_SUCCESS != opal_mem_hooks_register_release(on_release, NULL) ||
         NULL == (name = mca_patcher_base_selected_name()) || 0 != strcmp(name, component) ||
         NULL == opal_patcher) {
-        CHECK_MSG(false, "%s: the hooks were not set up by it (%s)", component, name ? name : "none");
+        CHECK_MSG(false, "%s: the hooks were not set up by it (%s)", component,
+                  name ? name : "none");
         opal_finalize_util();
         return;
     }
@@ -78,7 +79,8 @@ static void check_component(const char *component)
     pthread_join(walker, NULL);
     char what[64];
     snprintf(what, sizeof(what), "%s: finalize in the child", component);
-    test_child_ok(child, what, "(SIGALRM: it hung on the list's lock, inherited held; 2: it failed)");
+    test_child_ok(child, what,
+                  "(SIGALRM: it hung on the list's lock, inherited held; 2: it failed)");
     CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(on_release));
     CHECK(OPAL_SUCCESS == opal_finalize_util());
 }
