@@ -7,11 +7,12 @@
  * main lock, which a concurrent dlopen holds while it waits for the write
  * lock.  So the callback only reads memory and collects slots; deciding
  * (which needs dladdr/dlsym), writing and recording happen afterwards.  An
- * object cannot vanish in between, nor be listed but not yet relocated:
- * every dlclose, dlopen and dlmopen that is not ours goes through our
+ * object cannot vanish in between, nor be listed but not yet relocated, by
+ * a dlclose, dlopen or dlmopen of the program: each goes through our
  * intercept, which holds the table's lock across the loader's work (so it
- * waits for whoever patches).  A load that passes none of them is seen
- * half done, and left to the next pass (relocated()).
+ * waits for whoever patches).  An object that a load passing none of them
+ * (glibc's own) has listed but not relocated is left to the next pass
+ * (relocated()).
  *
  * Calls only the loader floor below it (patcher_linux.h): what a restore
  * means to the table above it is said by the hook's restore function,
