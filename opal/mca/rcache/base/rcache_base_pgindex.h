@@ -217,6 +217,27 @@ mca_rcache_base_pgindex_visit_slot(const mca_rcache_base_pgindex_t *idx,
 }
 
 /*
+ * Which slots of the line at e hold key (bit j for slot j), compared
+ * without a branch (which slot holds it is random: a branch per slot would
+ * be mispredicted); *key0 gets the first slot's key, whose bit 0 says
+ * whether the line overflowed.
+ */
+static inline __attribute__((always_inline)) unsigned
+mca_rcache_base_pgindex_line_match(const mca_rcache_base_pgindex_entry_t *e, uintptr_t key,
+                                   uintptr_t *key0)
+{
+    const uintptr_t ovf = MCA_RCACHE_BASE_PGINDEX_OVERFLOW;
+    *key0 = __atomic_load_n(&e[0].key, __ATOMIC_RELAXED);
+    unsigned match = 0;
+#pragma GCC unroll 8
+    for (unsigned j = 0; j < MCA_RCACHE_BASE_PGINDEX_SLOTS; j++) {
+        uintptr_t k = j ? __atomic_load_n(&e[j].key, __ATOMIC_RELAXED) : *key0;
+        match |= (unsigned) ((k & ~ovf) == key) << j;
+    }
+    return match;
+}
+
+/*
  * Visit the items with this key that overlap pages [first, last] (or, with
  * key_only, all of them: the caller checks): the home line, then the next
  * lines while they overflowed.  Each line is visited at most once.  Inline,
@@ -225,9 +246,7 @@ mca_rcache_base_pgindex_visit_slot(const mca_rcache_base_pgindex_t *idx,
  * The key first, then the item: a slot being rewritten may pair a key with
  * another item or with none; the caller validates what it is handed (see
  * the top).  The key's own slot is looked at first (where it usually is,
- * one predictable test); the other keys of the line are compared without a
- * branch (which of them holds the key is random: a branch per slot would
- * be mispredicted).
+ * one predictable test), then the line's keys all at once (line_match).
  */
 static inline __attribute__((always_inline)) int
 mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
@@ -248,13 +267,8 @@ mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
     /* Past the key's own slot: the mask is computed here only (a hit has returned). */
     const size_t mask = ((size_t) 1 << t->bits) - 1;
     for (size_t n = 0; n <= mask; n++) {
-        uintptr_t key0 = __atomic_load_n(&e[0].key, __ATOMIC_RELAXED);
-        unsigned match = 0;
-#pragma GCC unroll 8
-        for (unsigned j = 0; j < MCA_RCACHE_BASE_PGINDEX_SLOTS; j++) {
-            uintptr_t k = j ? __atomic_load_n(&e[j].key, __ATOMIC_RELAXED) : key0;
-            match |= (unsigned) ((k & ~ovf) == key) << j;
-        }
+        uintptr_t key0;
+        unsigned match = mca_rcache_base_pgindex_line_match(e, key, &key0);
         for (match &= ~(n ? 0u : 1u << home); match; match &= match - 1) {
             int rc = mca_rcache_base_pgindex_visit_slot(idx, &e[__builtin_ctz(match)], first, last,
                                                         key_only, fn, ctx);
@@ -330,17 +344,12 @@ static inline void *mca_rcache_base_pgindex_first_candidate(mca_rcache_base_pgin
     const mca_rcache_base_pgindex_entry_t *e =
         &t->entry[mca_rcache_base_pgindex_home(t, key) * MCA_RCACHE_BASE_PGINDEX_SLOTS];
     const unsigned home = mca_rcache_base_pgindex_home_slot(key);
-    const uintptr_t key0 = __atomic_load_n(&e[0].key, __ATOMIC_RELAXED);
     if ((__atomic_load_n(&e[home].key, __ATOMIC_RELAXED) & ~ovf) == key) {
         return __atomic_load_n(&e[home].item, __ATOMIC_ACQUIRE);
     }
-    /* Another slot of the line (a group displaced by another one): no branch per slot. */
-    unsigned match = 0;
-#pragma GCC unroll 8
-    for (unsigned j = 0; j < MCA_RCACHE_BASE_PGINDEX_SLOTS; j++) {
-        uintptr_t k = j ? __atomic_load_n(&e[j].key, __ATOMIC_RELAXED) : key0;
-        match |= (unsigned) ((k & ~ovf) == key) << j;
-    }
+    /* Another slot of the line (a group displaced by another one). */
+    uintptr_t key0;
+    const unsigned match = mca_rcache_base_pgindex_line_match(e, key, &key0);
     if (match) {
         return __atomic_load_n(&e[__builtin_ctz(match)].item, __ATOMIC_ACQUIRE);
     }
