@@ -471,11 +471,11 @@ static int patch_function(const char *symbol, uintptr_t func, uintptr_t intercep
 #if MCA_PATCHER_OVERWRITE_HAVE_ARCH
     /* An address from the API may be anything: its bytes are read next,
      * and a jump written there must be code's (not data that looks like it). */
-    opal_proc_maps_entry_t where;
-    if (OPAL_SUCCESS != opal_proc_maps_find(func, &where) || !(where.prot & PROT_READ)) {
+    int prot;
+    if (OPAL_SUCCESS != mca_patcher_base_page_protection(func, &prot) || !(prot & PROT_READ)) {
         return decline(symbol, func, "it is in no readable mapping (/proc/self/maps)");
     }
-    if (!(where.prot & PROT_EXEC)) {
+    if (!(prot & PROT_EXEC)) {
         return decline(symbol, func, "it is not in executable memory (/proc/self/maps): not code");
     }
 #endif
