@@ -1,9 +1,10 @@
 /*
  * Huge-page memory of a cache (rcache_base_hugemem): the helper's mappings
  * start at a 2 MiB boundary, are zeroed, written through and marked for
- * transparent huge pages, and are gone after free; and grdma puts the
- * registrations beyond its first 2.5 MiB of slabs there, keeps evicting over
- * slabs of both kinds under an entry limit, and unmaps them at destroy.
+ * transparent huge pages (MADV_HUGEPAGE), and are gone after free; and
+ * grdma puts the registrations beyond its first 2.5 MiB of slabs there,
+ * keeps evicting over slabs of both kinds under an entry limit, and unmaps
+ * them at destroy.
  */
 #include "opal_config.h"
 
@@ -16,6 +17,7 @@
 #include "opal/mca/rcache/base/base.h"
 #include "opal/mca/rcache/base/rcache_base_hugemem.h"
 #include "opal/runtime/opal.h"
+#include "opal/util/proc_maps.h"
 #include "test/support/emulated.h"
 #include "test/support/rcache_mock.h"
 #include "test/support/test_util.h"
@@ -41,28 +43,10 @@ static bool mapped(const void *addr)
            ENOMEM != errno;
 }
 
-/*
- * THPeligible of the mapping holding addr in /proc/self/smaps: 1 where the
- * kernel may back it with huge pages, -1 if not found.
- */
-static int thp_eligible(const void *addr)
+/* The mapping holding addr is marked for huge pages (MADV_HUGEPAGE: smaps' "hg"). */
+static bool huge_advised(const void *addr)
 {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    int inside = 0, eligible = -1;
-    while (f && eligible < 0 && fgets(line, sizeof(line), f)) {
-        unsigned long lo, hi;
-        int value;
-        if (2 == sscanf(line, "%lx-%lx ", &lo, &hi) && strchr(line, '-') < strchr(line, ' ')) {
-            inside = lo <= (uintptr_t) addr && (uintptr_t) addr < hi;
-        } else if (inside && 1 == sscanf(line, "THPeligible: %d", &value)) {
-            eligible = value;
-        }
-    }
-    if (f) {
-        fclose(f);
-    }
-    return eligible;
+    return opal_proc_maps_vmflag(NULL, (uintptr_t) addr, "hg");
 }
 
 /* The huge-page checks can run here (NULL), else why not. */
@@ -92,8 +76,7 @@ static void check_helper(const char *no_thp)
         CHECK_MSG(zero == sizes[i], "%zu of %zu bytes zero", zero, sizes[i]);
         memset(p, 0xa5, sizes[i]);
         if (NULL == no_thp && sizes[i] >= UNIT) { /* a huge page needs a whole unit */
-            CHECK_MSG(1 == thp_eligible(p), "THPeligible %d for %zu bytes", thp_eligible(p),
-                      sizes[i]);
+            CHECK_MSG(huge_advised(p), "%zu bytes not marked for huge pages", sizes[i]);
         }
         mca_rcache_base_hugemem_free(p, sizes[i]);
         CHECK_MSG(!mapped(p) && !mapped(p + sizes[i] - 1), "%zu bytes still mapped", sizes[i]);
@@ -132,7 +115,7 @@ static void check_grdma(const char *no_thp)
     CHECK_MSG((long) found == dev.registered - dev.deregistered, "found %zu, %ld cached", found,
               dev.registered - dev.deregistered);
     if (NULL == no_thp) {
-        CHECK_MSG(1 == thp_eligible(deep), "THPeligible %d at registration %d", thp_eligible(deep),
+        CHECK_MSG(huge_advised(deep), "registration %d not in memory marked for huge pages",
                   DEEP);
     }
     mock_destroy_and_check(m, &dev, "slabs of both kinds");
