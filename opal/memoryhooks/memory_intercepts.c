@@ -251,12 +251,12 @@ DEFINE_ENTRIES(madvise, int, (void *addr, size_t len, int advice), (addr, len, a
 static bool iov_readable(const struct iovec *iov, size_t n)
 {
     struct iovec buf[IOV_CHUNK];
+    const long self = (long) getpid();
     for (size_t at = 0; at < n; at += IOV_CHUNK) {
         const size_t k = n - at < IOV_CHUNK ? n - at : IOV_CHUNK;
         struct iovec local = {.iov_base = buf, .iov_len = k * sizeof(*iov)};
         struct iovec remote = {.iov_base = (void *) (iov + at), .iov_len = local.iov_len};
-        const long got = syscall(SYS_process_vm_readv, (long) getpid(), &local, 1L, &remote, 1L,
-                                 0L);
+        const long got = syscall(SYS_process_vm_readv, self, &local, 1L, &remote, 1L, 0L);
         if (got != (long) local.iov_len) {
             /* Part of it, or none with EFAULT: the kernel's own copy fails the same way. */
             return got < 0 && EFAULT != errno;
