@@ -89,11 +89,11 @@ static void test_invalidation(void)
     CHECK(2 == dev.registered);
     m->rcache_deregister(m, b);
 
-    /* In use: invalid at once, deregistered with the last reference. */
+    /* In use: never found again, invalid by the next call, deregistered with the last reference. */
     m->rcache_register(m, arena + 8 * page, page, 0, 0, &held);
     m->rcache_release(m, arena + 8 * page, page, false);
-    CHECK(held->flags & MCA_RCACHE_FLAGS_INVALID);
     CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 8 * page, 1, &b));
+    CHECK(held->flags & MCA_RCACHE_FLAGS_INVALID);
     long before = dev.deregistered;
     m->rcache_deregister(m, held);
     CHECK(before + 1 == dev.deregistered);
@@ -109,14 +109,28 @@ static void test_invalidation(void)
     CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 16 * page, page, &b));
     CHECK(before + 1 == dev.deregistered);
 
-    /* Not from the allocator either: invalid at once, deregistered at the next call. */
+    /*
+     * Not from the allocator either, the event's pages holding the whole
+     * registration: marked in the index, the registration itself untouched
+     * by the event; deregistered at the next call.
+     */
     m->rcache_register(m, arena + 24 * page, page, 0, 0, &a);
     m->rcache_deregister(m, a);
     before = dev.deregistered;
     m->rcache_release(m, arena + 24 * page, page, false);
-    CHECK(before == dev.deregistered && (a->flags & MCA_RCACHE_FLAGS_INVALID));
+    CHECK(before == dev.deregistered && !(a->flags & MCA_RCACHE_FLAGS_INVALID));
     CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 24 * page, page, &b));
     CHECK(before + 1 == dev.deregistered);
+    /* The same, the next call a registration of those pages: a new one, the old one deregistered.
+     */
+    m->rcache_register(m, arena + 28 * page, page, 0, 0, &a);
+    m->rcache_deregister(m, a);
+    long made = dev.registered;
+    before = dev.deregistered;
+    m->rcache_release(m, arena + 28 * page, page, false);
+    CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 28 * page, page, 0, 0, &b));
+    CHECK(made + 1 == dev.registered && before + 1 == dev.deregistered);
+    m->rcache_deregister(m, b);
 
     /* A release that misses every registration changes nothing. */
     m->rcache_register(m, arena + 20 * page, page, 0, 0, &a);

@@ -324,7 +324,8 @@ void mca_rcache_base_pgindex_release(pgindex_t *idx)
 static inline int probe(const pgindex_t *idx, const table_t *t, unsigned s, uintptr_t block,
                         uintptr_t first, uintptr_t last, visit_fn_t fn, void *ctx)
 {
-    return mca_rcache_base_pgindex_probe(idx, t, key_of(s, block), first, last, false, fn, ctx);
+    return mca_rcache_base_pgindex_probe(idx, t, key_of(s, block), first, last, false, NULL, fn,
+                                         ctx);
 }
 
 int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr_t last,
@@ -364,7 +365,8 @@ int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr
 }
 
 bool mca_rcache_base_pgindex_visit_lockfree(pgindex_t *idx, uintptr_t first, uintptr_t last,
-                                            visit_fn_t fn, void *ctx, uint32_t *seq_out)
+                                            visit_fn_t fn, void *ctx,
+                                            mca_rcache_base_pgindex_list_t *list, uint32_t *seq_out)
 {
     uint32_t seq = __atomic_load_n(&idx->seq, __ATOMIC_ACQUIRE);
     if (seq & 1) {
@@ -386,16 +388,26 @@ bool mca_rcache_base_pgindex_visit_lockfree(pgindex_t *idx, uintptr_t first, uin
         unsigned s = (unsigned) __builtin_ctzll(act);
         uintptr_t lo = block_lo(first, s), hi = last >> s;
         if (hi - lo >= PROBE_LIMIT) {
-            return false;
+            rc = 1; /* too many blocks: not a snapshot */
+            break;
         }
         for (uintptr_t b = lo; !rc && b - lo <= hi - lo; b++) {
-            rc = mca_rcache_base_pgindex_probe(idx, t, key_of(s, b), first, last, true, fn, ctx);
+            /* A block that lies whole in [first, last]: its ranges surely overlap. */
+            bool whole = (b << s) >= first && ((b << s) | (((uintptr_t) 1 << s) - 1)) <= last;
+            rc = mca_rcache_base_pgindex_probe(idx, t, key_of(s, b), first, last, true,
+                                               whole ? list : NULL, fn, ctx);
         }
     }
     /* What was read is a snapshot only if no writer started meanwhile. */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     *seq_out = seq;
-    return !rc && LOAD(&idx->seq) == seq;
+    if (!rc && LOAD(&idx->seq) == seq) {
+        return true;
+    }
+    if (list) {
+        list->n = 0;
+    }
+    return false;
 }
 
 /* Is it in range, by the item's own copy of its range. */
@@ -411,5 +423,5 @@ bool mca_rcache_base_pgindex_might_overlap(pgindex_t *idx, uintptr_t first, uint
 {
     uintptr_t query[3] = {(uintptr_t) idx, first, last};
     uint32_t seq;
-    return !mca_rcache_base_pgindex_visit_lockfree(idx, first, last, found_cb, query, &seq);
+    return !mca_rcache_base_pgindex_visit_lockfree(idx, first, last, found_cb, query, NULL, &seq);
 }

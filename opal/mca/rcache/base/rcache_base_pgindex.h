@@ -198,16 +198,29 @@ static inline unsigned mca_rcache_base_pgindex_home_slot(uintptr_t key)
     return (unsigned) (key >> 7) & (MCA_RCACHE_BASE_PGINDEX_SLOTS - 1);
 }
 
-/* Visit the item of entry x if it overlaps pages [first, last] (or with key_only: in any case). */
-static inline __attribute__((always_inline)) int
-mca_rcache_base_pgindex_visit_slot(const mca_rcache_base_pgindex_t *idx,
-                                   const mca_rcache_base_pgindex_entry_t *x, uintptr_t first,
-                                   uintptr_t last, bool key_only,
-                                   mca_rcache_base_pgindex_visit_fn_t fn, void *ctx)
+/* Items that a lock-free walk listed instead of visiting (see visit_lockfree). */
+#define MCA_RCACHE_BASE_PGINDEX_LISTED 8
+typedef struct mca_rcache_base_pgindex_list_t {
+    unsigned n, max; /* max <= LISTED */
+    void *item[MCA_RCACHE_BASE_PGINDEX_LISTED];
+} mca_rcache_base_pgindex_list_t;
+
+/*
+ * Visit the item of entry x if it overlaps pages [first, last] (or with
+ * key_only: in any case), or put it on list instead while list has room.
+ */
+static inline __attribute__((always_inline)) int mca_rcache_base_pgindex_visit_slot(
+    const mca_rcache_base_pgindex_t *idx, const mca_rcache_base_pgindex_entry_t *x, uintptr_t first,
+    uintptr_t last, bool key_only, mca_rcache_base_pgindex_list_t *list,
+    mca_rcache_base_pgindex_visit_fn_t fn, void *ctx)
 {
     void *item = __atomic_load_n(&x->item, __ATOMIC_ACQUIRE);
     uintptr_t lo, hi;
     if (NULL == item) {
+        return 0;
+    }
+    if (list && list->n < list->max) {
+        list->item[list->n++] = item;
         return 0;
     }
     if (!key_only) {
@@ -239,27 +252,27 @@ mca_rcache_base_pgindex_line_match(const mca_rcache_base_pgindex_entry_t *e, uin
 
 /*
  * Visit the items with this key that overlap pages [first, last] (or, with
- * key_only, all of them: the caller checks): the home line, then the next
- * lines while they overflowed.  Each line is visited at most once.  Inline,
- * so that a caller's visitor is inlined too.
+ * key_only, all of them: the caller checks), or list them (visit_slot):
+ * the home line, then the next lines while they overflowed.  Each line is
+ * visited at most once.  Inline, so that a caller's visitor is inlined too.
  *
  * The key first, then the item: a slot being rewritten may pair a key with
  * another item or with none; the caller validates what it is handed (see
  * the top).  The key's own slot is looked at first (where it usually is,
  * one predictable test), then the line's keys all at once (line_match).
  */
-static inline __attribute__((always_inline)) int
-mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
-                              const mca_rcache_base_pgindex_table_t *t, uintptr_t key,
-                              uintptr_t first, uintptr_t last, bool key_only,
-                              mca_rcache_base_pgindex_visit_fn_t fn, void *ctx)
+static inline __attribute__((always_inline)) int mca_rcache_base_pgindex_probe(
+    const mca_rcache_base_pgindex_t *idx, const mca_rcache_base_pgindex_table_t *t, uintptr_t key,
+    uintptr_t first, uintptr_t last, bool key_only, mca_rcache_base_pgindex_list_t *list,
+    mca_rcache_base_pgindex_visit_fn_t fn, void *ctx)
 {
     const uintptr_t ovf = MCA_RCACHE_BASE_PGINDEX_OVERFLOW;
     size_t line = mca_rcache_base_pgindex_home(t, key);
     unsigned home = mca_rcache_base_pgindex_home_slot(key);
     const mca_rcache_base_pgindex_entry_t *e = &t->entry[line * MCA_RCACHE_BASE_PGINDEX_SLOTS];
     if ((__atomic_load_n(&e[home].key, __ATOMIC_RELAXED) & ~ovf) == key) {
-        int rc = mca_rcache_base_pgindex_visit_slot(idx, &e[home], first, last, key_only, fn, ctx);
+        int rc = mca_rcache_base_pgindex_visit_slot(idx, &e[home], first, last, key_only, list, fn,
+                                                    ctx);
         if (rc) {
             return rc;
         }
@@ -271,7 +284,7 @@ mca_rcache_base_pgindex_probe(const mca_rcache_base_pgindex_t *idx,
         unsigned match = mca_rcache_base_pgindex_line_match(e, key, &key0);
         for (match &= ~(n ? 0u : 1u << home); match; match &= match - 1) {
             int rc = mca_rcache_base_pgindex_visit_slot(idx, &e[__builtin_ctz(match)], first, last,
-                                                        key_only, fn, ctx);
+                                                        key_only, list, fn, ctx);
             if (rc) {
                 return rc;
             }
@@ -305,11 +318,11 @@ mca_rcache_base_pgindex_covering(mca_rcache_base_pgindex_t *idx, uintptr_t first
         unsigned s = (unsigned) __builtin_ctzll(act);
         uintptr_t b = first >> s;
         int rc = mca_rcache_base_pgindex_probe(idx, t, mca_rcache_base_pgindex_key(s, b), first,
-                                               last, true, fn, ctx);
+                                               last, true, NULL, fn, ctx);
         /* Ranges of class s > 0 reach into the next block. */
         if (0 == rc && s && b) {
             rc = mca_rcache_base_pgindex_probe(idx, t, mca_rcache_base_pgindex_key(s, b - 1), first,
-                                               last, true, fn, ctx);
+                                               last, true, NULL, fn, ctx);
         }
         if (rc) {
             return rc;
@@ -370,10 +383,17 @@ bool mca_rcache_base_pgindex_might_overlap(mca_rcache_base_pgindex_t *idx, uintp
  * later under the writer's lock, the index is still as it was then.  False
  * when it cannot tell (a writer was at work, too many blocks, the visitor
  * stopped): use overlapping() under the lock.
+ *
+ * With a list (may be NULL): an item of a block that lies whole in [first,
+ * last] surely overlaps, and while the list has room it is put there
+ * instead of visited, without a look at the item (a release event that
+ * leaves the rest to later then reads no line of it).  The list is emptied
+ * when the call returns false: overlapping() visits them all.
  */
 bool mca_rcache_base_pgindex_visit_lockfree(mca_rcache_base_pgindex_t *idx, uintptr_t first,
                                             uintptr_t last, mca_rcache_base_pgindex_visit_fn_t fn,
-                                            void *ctx, uint32_t *seq);
+                                            void *ctx, mca_rcache_base_pgindex_list_t *list,
+                                            uint32_t *seq);
 
 /* Under the writer's lock: no writer changed the index since *seq was read. */
 static inline bool mca_rcache_base_pgindex_unchanged(const mca_rcache_base_pgindex_t *idx,

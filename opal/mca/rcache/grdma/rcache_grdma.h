@@ -24,6 +24,10 @@
  *
  * Where a registration is:
  *   valid      INDEXED and, unless PERSIST, EVICTABLE (the CLOCK may take it)
+ *   released   found by a release event whose pages hold its whole block
+ *              (pgindex_visit_lockfree's list) and left in the released
+ *              slots without a look at it: every call invalidates those
+ *              (as below) before it looks anything up
  *   invalid    in use: still in the index (no lookup takes it) until its
  *              last reference goes, then out and deregistered.  Unused:
  *              out of the index and deregistered at once when a call into
@@ -54,6 +58,8 @@ enum {
     MCA_RCACHE_GRDMA_EVICTABLE = 0x0400,   /* valid, not PERSIST: the CLOCK may take it */
     MCA_RCACHE_GRDMA_RECENT = 0x1000,      /* hit since eviction last looked */
 };
+/* Slots for registrations found by release events and not invalidated yet (see released). */
+#define MCA_RCACHE_GRDMA_RELEASED 32
 /* The top half of the flags: a generation, one more at each reuse of the memory. */
 #define MCA_RCACHE_GRDMA_GEN_ONE 0x10000u
 #define MCA_RCACHE_GRDMA_GEN 0xffff0000u
@@ -82,6 +88,18 @@ typedef struct mca_rcache_grdma_module_t {
      * drain, so there is no ABA.
      */
     mca_rcache_base_registration_t *deferred;
+    /*
+     * Registrations that release events found without touching them
+     * (grdma_release), with the bytes released, invalidated at the next
+     * call: released_n slots reserved by the events (fetch and add, at most
+     * RELEASED used), each filled after its reservation; the drain empties
+     * them under the lock.
+     */
+    uint32_t released_n;
+    struct {
+        mca_rcache_base_registration_t *reg;
+        uintptr_t low, high;
+    } released[MCA_RCACHE_GRDMA_RELEASED];
     /*
      * Released registrations kept for reuse (type-stable memory): pushed
      * lock-free, popped only under the lock, so a pop never meets ABA.

@@ -391,6 +391,55 @@ static __attribute__((noinline)) void drop_parent_registrations(grdma_t *m)
     release_chain(m, release);
 }
 
+/*
+ * Invalidate what release events left in the released slots (lock held),
+ * the unused ones out of the index and chained on release (returned: the
+ * caller's chain stays in a register).  A slot reserved but not
+ * filled yet is an event between its two steps: waited for.  A
+ * registration that left the index meanwhile (evicted, perhaps reused) is
+ * invalidated only if it overlaps the released bytes (mark_invalid checks).
+ */
+static __attribute__((noinline)) reg_t *drain_released_slow(grdma_t *m, uint32_t n, reg_t *release)
+{
+    for (uint32_t done = 0; n;) {
+        for (; done < n && done < MCA_RCACHE_GRDMA_RELEASED; done++) {
+            reg_t *reg;
+            while (NULL == (reg = __atomic_load_n(&m->released[done].reg, __ATOMIC_ACQUIRE))) {
+                sched_yield();
+            }
+            __atomic_store_n(&m->released[done].reg, NULL, __ATOMIC_RELAXED);
+            if (mark_invalid(reg, m->released[done].low, m->released[done].high)) {
+                index_remove(m, reg);
+                chain_push(&release, reg);
+            }
+        }
+        /* Emptied, unless an event reserved more meanwhile: then those too. */
+        if (__atomic_compare_exchange_n(&m->released_n, &n, 0, false, __ATOMIC_RELEASE,
+                                        __ATOMIC_ACQUIRE)) {
+            break;
+        }
+    }
+    return release;
+}
+
+static inline reg_t *drain_released_locked(grdma_t *m, reg_t *release)
+{
+    uint32_t n = __atomic_load_n(&m->released_n, __ATOMIC_ACQUIRE);
+    return __builtin_expect(n, 0) ? drain_released_slow(m, n, release) : release;
+}
+
+/*
+ * Work for the start of a call: a fork since the last one, a chain
+ * deferred or slots released by release events (one test for all three).
+ * Acquire: a count that a drain emptied comes with what the drain did (the
+ * invalidations; its pair is drain_released_slow's CAS).
+ */
+static inline bool work_left(const grdma_t *m)
+{
+    return 0 != ((uintptr_t) __atomic_load_n(&m->deferred, __ATOMIC_RELAXED) |
+                 __atomic_load_n(&m->released_n, __ATOMIC_ACQUIRE) | m->forked);
+}
+
 /* What release events left: marked invalid, still in the index; NULL if nothing. */
 static inline reg_t *take_deferred(grdma_t *m)
 {
@@ -399,14 +448,22 @@ static inline reg_t *take_deferred(grdma_t *m)
                : NULL;
 }
 
-/* Take such a chain out of the index and deregister it. */
-static void drain_chain(grdma_t *m, reg_t *chain)
+/* Take such a chain out of the index, invalidate the released slots' ones, deregister. */
+static __attribute__((noinline)) void drain_chain_slow(grdma_t *m, reg_t *chain)
 {
-    if (chain) {
-        pthread_mutex_lock(&m->lock);
-        unlink_chain_locked(m, chain);
-        pthread_mutex_unlock(&m->lock);
-        release_chain(m, chain);
+    pthread_mutex_lock(&m->lock);
+    unlink_chain_locked(m, chain);
+    chain = drain_released_locked(m, chain);
+    pthread_mutex_unlock(&m->lock);
+    release_chain(m, chain);
+}
+
+static inline void drain_chain(grdma_t *m, reg_t *chain)
+{
+    if (__builtin_expect(0 != ((uintptr_t) chain |
+                               __atomic_load_n(&m->released_n, __ATOMIC_RELAXED)),
+                         0)) {
+        drain_chain_slow(m, chain);
     }
 }
 
@@ -421,8 +478,7 @@ static __attribute__((noinline)) void grdma_progress_slow(grdma_t *m)
 /* At the start of every call: after fork, and work deferred by release events. */
 static inline void grdma_progress(grdma_t *m)
 {
-    if (__builtin_expect(m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED)),
-                         0)) {
+    if (__builtin_expect(work_left(m), 0)) {
         grdma_progress_slow(m);
     }
 }
@@ -940,11 +996,11 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     if (tried.tried) {
         seen = tried.seen;
         seq = tried.seq;
-    } else if (!bypass) {
+    } else if (!bypass && 0 == __atomic_load_n(&m->released_n, __ATOMIC_ACQUIRE)) {
         lookup_lockfree(m, &l);
         seen = l.seen;
         seq = l.seq;
-    }
+    } /* else released slots to drain before any lookup: the locked section does both */
     while (NULL == l.hit && NULL == reg) {
         reg_t *release = deferred;
         bool full = false; /* the index must grow first */
@@ -959,6 +1015,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         bool again = !bypass
                      && (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
         unlink_chain_locked(m, release);
+        release = drain_released_locked(m, release);
         l.grow = NULL; /* decided under the lock only */
         if (again) {
             lookup(m, &l);
@@ -1025,6 +1082,7 @@ static __attribute__((noinline)) int register_checked(grdma_t *m, void *addr, si
                                                       reg_t **reg_out)
 {
     uffd_drain(m);
+    grdma_progress(m); /* what the source's events left, before the lookup */
     struct lookup l;
     lookup_init(&l, m, addr, size, access_flags);
     lookup_lockfree(m, &l);
@@ -1073,7 +1131,7 @@ static int grdma_register(mca_rcache_base_module_t *rcache, void *addr, size_t s
                           int32_t access_flags, reg_t **reg_out)
 {
     grdma_t *m = (grdma_t *) rcache;
-    bool pending = m->forked | (NULL != __atomic_load_n(&m->deferred, __ATOMIC_RELAXED));
+    bool pending = work_left(m);
     bool checks = (NULL != m->super.rcache_uffd) | m->verify_frames;
     if (__builtin_expect(NULL == reg_out || (flags & MCA_RCACHE_FLAGS_CACHE_BYPASS) || pending, 0)) {
         return register_slow(m, addr, size, flags, access_flags, reg_out, not_tried);
@@ -1187,18 +1245,49 @@ static void release_walk_locked(grdma_t *m, struct marked *mk)
 }
 
 /*
+ * Hand what a release event listed to the next call: a reserved slot each,
+ * filled after.  One that finds no slot (other events took the room) is
+ * invalidated now, as the unlisted ones are.
+ */
+static void released_push(grdma_t *m, const mca_rcache_base_pgindex_list_t *list, struct marked *mk)
+{
+    if (0 == list->n) {
+        return;
+    }
+    uint32_t at = __atomic_fetch_add(&m->released_n, list->n, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < list->n; i++, at++) {
+        if (at < MCA_RCACHE_GRDMA_RELEASED) {
+            m->released[at].low = mk->low;
+            m->released[at].high = mk->high;
+            __atomic_store_n(&m->released[at].reg, list->item[i], __ATOMIC_RELEASE);
+        } else {
+            (void) mark_cb(list->item[i], mk);
+        }
+    }
+}
+
+/*
  * The release hook: runs before the pages go, possibly inside the
- * allocator.  Invalidation is immediate and lock free (mark_invalid, on
- * what a lock-free walk of the index finds; the walk is redone under the
- * lock only when a writer was at work meanwhile); taking the unused ones
- * out of the index and deregistering them is left to the next call into
- * this module (or its destruction), always: deregister_mem and free may
- * need the allocator's lock when from_alloc, and otherwise the event stays
- * short (UCX defers the same way).  What waits is the registrations
- * themselves, chained on the deferred stack, each at most once (marking
- * hands it over once): however many events come without a call, nothing is
- * allocated and nothing grows.  Pages that no registration touches cost a
- * few lock-free probes, or one look at the chunk counts.
+ * allocator.  Lock free: a lock-free walk of the index finds what the
+ * pages overlap.  The registrations whose whole block the pages hold
+ * surely overlap: they go to the released slots as found, without a look
+ * at them (so at scale the event waits for the index line alone, not for
+ * the registration's line after it), and every call into the module
+ * invalidates those before it looks anything up (work_left, the drain
+ * under the lock): none is handed out after the event returned.  The
+ * others found are invalidated at once (mark_invalid, which reads their
+ * range); the walk is redone under the lock only when a writer was at work
+ * meanwhile.  Taking the unused ones out of the index and deregistering
+ * them is left to the next call into this module (or its destruction),
+ * always: deregister_mem and free may need the allocator's lock when
+ * from_alloc, and otherwise the event stays short (UCX defers the same
+ * way).  What waits is bounded: RELEASED slots (when they are taken, the
+ * event invalidates at once), and the invalidated registrations
+ * themselves, chained on the deferred stack, each at most once
+ * (mark_invalid hands it over once): however many events come without a
+ * call, nothing is allocated and nothing grows.  Pages that no
+ * registration touches cost a few lock-free probes, or one look at the
+ * chunk counts.
  */
 static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t size,
                           bool from_alloc)
@@ -1214,10 +1303,18 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
     if (0 == size || 0 == __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED)) {
         return;
     }
+    /* A list while the events before this one left room for a whole one. */
+    mca_rcache_base_pgindex_list_t list; /* its array is written as filled */
+    list.n = 0;
+    list.max = __atomic_load_n(&m->released_n, __ATOMIC_RELAXED) <=
+                       MCA_RCACHE_GRDMA_RELEASED - MCA_RCACHE_BASE_PGINDEX_LISTED
+                   ? MCA_RCACHE_BASE_PGINDEX_LISTED
+                   : 0;
     if (!mca_rcache_base_pgindex_visit_lockfree(&m->index, mk.low >> page_shift,
-                                                mk.high >> page_shift, mark_cb, &mk, &seq)) {
+                                                mk.high >> page_shift, mark_cb, &mk, &list, &seq)) {
         release_walk_locked(m, &mk);
     }
+    released_push(m, &list, &mk);
     deferred_push(m, mk.chain);
 }
 
@@ -1236,6 +1333,12 @@ static void grdma_atfork(mca_rcache_base_module_t *rcache, mca_rcache_base_atfor
         m->forking = false;
         m->fork_walkers = 0; /* their threads stayed in the parent */
         m->forked = true; /* the registrations are the parent's: dropped at the next call */
+        /* The released slots: theirs go anyway, and one may stay reserved (its event's thread is
+         * gone). */
+        m->released_n = 0;
+        for (int i = 0; i < MCA_RCACHE_GRDMA_RELEASED; i++) {
+            m->released[i].reg = NULL;
+        }
     }
 }
 
