@@ -1256,6 +1256,11 @@ static void released_push(grdma_t *m, const mca_rcache_base_pgindex_list_t *list
     }
     uint32_t at = __atomic_fetch_add(&m->released_n, list->n, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < list->n; i++, at++) {
+        /*
+         * The next call will invalidate it (a compare-and-swap of its
+         * state): its line is fetched meanwhile, without waiting for it here.
+         */
+        __builtin_prefetch(list->item[i], 1);
         if (at < MCA_RCACHE_GRDMA_RELEASED) {
             m->released[at].low = mk->low;
             m->released[at].high = mk->high;
