@@ -16,9 +16,10 @@
  *           cache's part: see rel)
  *   rel     the release event alone, as the memory hooks deliver it (for
  *           grdma mca_rcache_base_release_cb, for UCX ucm_vm_munmap), on a
- *           covered / an uncovered page: median ns.  UCX only queues the
- *           range there and invalidates at its next rcache call; grdma
- *           invalidates in the event
+ *           covered / an uncovered page: median ns.  Both leave the
+ *           deregistration to their next call; grdma also leaves there the
+ *           invalidation of a registration whose whole index block the
+ *           pages hold (it does not read it in the event)
  *   rel w   the release event on a covered page just hit (its registration's
  *           lines, the index's and the TLB entries cached): the event's own
  *           cost, against rel c's, which is mostly the lines it must fetch

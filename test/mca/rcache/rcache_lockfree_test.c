@@ -2,9 +2,10 @@
  * grdma's lock-free hit against invalidation and recycling: 3 threads hit
  * random ranges of a small arena (with random access flags, so registrations
  * also grow) while a 4th invalidates random pages (half of them through the
- * release event, which marks registrations invalid without the lock, the
- * other half through invalidate_range), under a max_entries limit
- * that keeps evicting, so registration memory is recycled for other ranges
+ * release event, which invalidates registrations without the lock or
+ * leaves them in its released slots for the next call, the other half
+ * through invalidate_range), under a max_entries limit that keeps
+ * evicting, so registration memory is recycled for other ranges
  * while readers may still be looking at it.  Every registration handed out
  * must cover the range asked, be registered (not yet deregistered), and be
  * newer than any invalidation of its pages that returned before the call
