@@ -45,9 +45,8 @@ static int count_cb(void *item, void *ctx)
 static mca_rcache_base_pgindex_list_t walk(uintptr_t first, uintptr_t last, unsigned max, bool *ok)
 {
     mca_rcache_base_pgindex_list_t list = {.n = 0, .max = max};
-    uint32_t seq;
     memset(visits, 0, sizeof(visits));
-    *ok = mca_rcache_base_pgindex_visit_lockfree(&idx, first, last, count_cb, NULL, &list, &seq);
+    *ok = mca_rcache_base_pgindex_visit_lockfree(&idx, first, last, count_cb, NULL, &list);
     return list;
 }
 

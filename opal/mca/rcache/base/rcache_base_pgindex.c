@@ -366,7 +366,7 @@ int mca_rcache_base_pgindex_overlapping(pgindex_t *idx, uintptr_t first, uintptr
 
 bool mca_rcache_base_pgindex_visit_lockfree(pgindex_t *idx, uintptr_t first, uintptr_t last,
                                             visit_fn_t fn, void *ctx,
-                                            mca_rcache_base_pgindex_list_t *list, uint32_t *seq_out)
+                                            mca_rcache_base_pgindex_list_t *list)
 {
     uint32_t seq = __atomic_load_n(&idx->seq, __ATOMIC_ACQUIRE);
     if (seq & 1) {
@@ -400,7 +400,6 @@ bool mca_rcache_base_pgindex_visit_lockfree(pgindex_t *idx, uintptr_t first, uin
     }
     /* What was read is a snapshot only if no writer started meanwhile. */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    *seq_out = seq;
     if (!rc && LOAD(&idx->seq) == seq) {
         return true;
     }
@@ -422,6 +421,5 @@ static int found_cb(void *item, void *ctx)
 bool mca_rcache_base_pgindex_might_overlap(pgindex_t *idx, uintptr_t first, uintptr_t last)
 {
     uintptr_t query[3] = {(uintptr_t) idx, first, last};
-    uint32_t seq;
-    return !mca_rcache_base_pgindex_visit_lockfree(idx, first, last, found_cb, query, NULL, &seq);
+    return !mca_rcache_base_pgindex_visit_lockfree(idx, first, last, found_cb, query, NULL);
 }

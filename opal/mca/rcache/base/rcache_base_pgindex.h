@@ -379,10 +379,9 @@ bool mca_rcache_base_pgindex_might_overlap(mca_rcache_base_pgindex_t *idx, uintp
  * [first, last] can be (key_only: the visitor checks the range from its
  * own copy, as for covering; a nonzero return stops the walk).  True when
  * the walk was complete and consistent: the visitor then saw every item
- * that overlapped at the instant *seq names, and if unchanged(*seq) holds
- * later under the writer's lock, the index is still as it was then.  False
- * when it cannot tell (a writer was at work, too many blocks, the visitor
- * stopped): use overlapping() under the lock.
+ * that overlapped at one instant of the call (no writer was at work
+ * meanwhile).  False when it cannot tell (a writer was at work, too many
+ * blocks, the visitor stopped): use overlapping() under the lock.
  *
  * With a list (may be NULL): an item of a block that lies whole in [first,
  * last] surely overlaps, and while the list has room it is put there
@@ -392,8 +391,7 @@ bool mca_rcache_base_pgindex_might_overlap(mca_rcache_base_pgindex_t *idx, uintp
  */
 bool mca_rcache_base_pgindex_visit_lockfree(mca_rcache_base_pgindex_t *idx, uintptr_t first,
                                             uintptr_t last, mca_rcache_base_pgindex_visit_fn_t fn,
-                                            void *ctx, mca_rcache_base_pgindex_list_t *list,
-                                            uint32_t *seq);
+                                            void *ctx, mca_rcache_base_pgindex_list_t *list);
 
 /* Under the writer's lock: no writer changed the index since *seq was read. */
 static inline bool mca_rcache_base_pgindex_unchanged(const mca_rcache_base_pgindex_t *idx,

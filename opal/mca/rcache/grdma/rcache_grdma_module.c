@@ -1299,7 +1299,6 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
 {
     grdma_t *m = (grdma_t *) rcache;
     struct marked mk = {.low = (uintptr_t) addr, .high = (uintptr_t) addr + size - 1};
-    uint32_t seq;
     (void) from_alloc;
     /*
      * A registration inserted concurrently with the release of its own
@@ -1316,7 +1315,7 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
                    ? MCA_RCACHE_BASE_PGINDEX_LISTED
                    : 0;
     if (!mca_rcache_base_pgindex_visit_lockfree(&m->index, mk.low >> page_shift,
-                                                mk.high >> page_shift, mark_cb, &mk, &list, &seq)) {
+                                                mk.high >> page_shift, mark_cb, &mk, &list)) {
         release_walk_locked(m, &mk);
     }
     released_push(m, &list, &mk);
