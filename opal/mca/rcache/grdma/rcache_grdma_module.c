@@ -449,21 +449,14 @@ static inline reg_t *take_deferred(grdma_t *m)
 }
 
 /* Take such a chain out of the index, invalidate the released slots' ones, deregister. */
-static __attribute__((noinline)) void drain_chain_slow(grdma_t *m, reg_t *chain)
+static void drain_chain(grdma_t *m, reg_t *chain)
 {
-    pthread_mutex_lock(&m->lock);
-    unlink_chain_locked(m, chain);
-    chain = drain_released_locked(m, chain);
-    pthread_mutex_unlock(&m->lock);
-    release_chain(m, chain);
-}
-
-static inline void drain_chain(grdma_t *m, reg_t *chain)
-{
-    if (__builtin_expect(0 != ((uintptr_t) chain |
-                               __atomic_load_n(&m->released_n, __ATOMIC_RELAXED)),
-                         0)) {
-        drain_chain_slow(m, chain);
+    if (chain || __atomic_load_n(&m->released_n, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&m->lock);
+        unlink_chain_locked(m, chain);
+        chain = drain_released_locked(m, chain);
+        pthread_mutex_unlock(&m->lock);
+        release_chain(m, chain);
     }
 }
 
@@ -986,22 +979,22 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     l.hit = NULL;
 
     /*
-     * What the lock-free lookup knew, in locals that stay in registers
-     * (read back from l, a seq and a seen stored apart were loaded as one
-     * word: a store-forwarding stall on every miss).  Two scalars, not a
-     * missed_t: with one, GCC laid out the hit path one instruction longer.
+     * What the hit's lock-free lookup knew, in locals that stay in
+     * registers (read back from l, a seq and a seen stored apart were
+     * loaded as one word: a store-forwarding stall on every miss).  Two
+     * scalars, not a missed_t: with one, GCC laid out the hit path one
+     * instruction longer.  Without that lookup (work left by release
+     * events or fork, a bypass one) the lookup is made under the lock
+     * only, after the drain of what release events left: the lock is
+     * taken for that drain anyway.
      */
     bool seen = true; /* a bypass one looks for nothing: unused */
     uint32_t seq = 0;
     if (tried.tried) {
         seen = tried.seen;
         seq = tried.seq;
-    } else if (!bypass && 0 == __atomic_load_n(&m->released_n, __ATOMIC_ACQUIRE)) {
-        lookup_lockfree(m, &l);
-        seen = l.seen;
-        seq = l.seq;
-    } /* else released slots to drain before any lookup: the locked section does both */
-    while (NULL == l.hit && NULL == reg) {
+    }
+    do { /* at least once: what release events left is taken out under the lock */
         reg_t *release = deferred;
         bool full = false; /* the index must grow first */
         deferred = NULL;
@@ -1039,8 +1032,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         if (full ? !index_grow(m) : NULL == l.hit && NULL == reg && !slab_alloc(m)) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
-    }
-    drain_chain(m, deferred); /* the lock-free lookup hit: no locked section ran */
+    } while (NULL == l.hit && NULL == reg);
     if (l.hit) {
         return hand_out_hit(m, l.hit, addr, size, flags, access_flags, reg_out);
     }
