@@ -1329,8 +1329,10 @@ static void grdma_atfork(mca_rcache_base_module_t *rcache, mca_rcache_base_atfor
         m->forking = false;
         m->fork_walkers = 0; /* their threads stayed in the parent */
         m->forked = true; /* the registrations are the parent's: dropped at the next call */
-        /* The released slots: theirs go anyway, and one may stay reserved (its event's thread is
-         * gone). */
+        /*
+         * The released slots too: their registrations go anyway, and a slot
+         * may stay reserved for good (its event's thread is not here).
+         */
         m->released_n = 0;
         for (int i = 0; i < MCA_RCACHE_GRDMA_RELEASED; i++) {
             m->released[i].reg = NULL;
