@@ -1,11 +1,12 @@
 /*
  * grdma's lock-free hit against invalidation and recycling: 3 threads hit
  * random ranges of a small arena (with random access flags, so registrations
- * also grow) while a 4th invalidates random pages (half of them through the
- * release event, which invalidates registrations without the lock or
- * leaves them in its released slots for the next call, the other half
- * through invalidate_range), under a max_entries limit that keeps
- * evicting, so registration memory is recycled for other ranges
+ * also grow) while 3 others invalidate random pages (half of them through
+ * the release event, which invalidates registrations without the lock or
+ * leaves them in its released slots for the next call: several events at
+ * once fill the slots, the other half through invalidate_range), under a
+ * max_entries limit that keeps evicting, so registration memory is
+ * recycled for other ranges
  * while readers may still be looking at it.  Every registration handed out
  * must cover the range asked, be registered (not yet deregistered), and be
  * newer than any invalidation of its pages that returned before the call
@@ -29,6 +30,7 @@
 
 #define MAX_PAGES 65536
 #define HITTERS 3
+#define INVALIDATORS 3
 #define ITERS 200000
 
 static mca_rcache_base_module_t *rcache;
@@ -97,7 +99,11 @@ static void *invalidator(void *arg)
         } else {
             rcache->rcache_invalidate_range(rcache, arena + p * page, page);
         }
-        __atomic_store_n(&invalidated_at[p], now, __ATOMIC_SEQ_CST);
+        uint64_t was = __atomic_load_n(&invalidated_at[p], __ATOMIC_SEQ_CST);
+        while (was < now && !__atomic_compare_exchange_n(&invalidated_at[p], &was, now, false,
+                                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            /* another invalidator's newer tick stays */
+        }
     }
     return NULL;
 }
@@ -117,8 +123,10 @@ static void run(size_t n, const char *max_entries, const char *what)
     CHECK(MAP_FAILED != arena);
     rcache = mock_grdma(&dev);
     const unsigned bits0 = ((mca_rcache_grdma_module_t *) rcache)->index.table->bits;
-    pthread_t th[HITTERS + 1];
-    pthread_create(&th[HITTERS], NULL, invalidator, (void *) 7);
+    pthread_t th[HITTERS + INVALIDATORS];
+    for (size_t t = HITTERS; t < HITTERS + INVALIDATORS; t++) {
+        pthread_create(&th[t], NULL, invalidator, (void *) (t + 7));
+    }
     for (size_t t = 0; t < HITTERS; t++) {
         pthread_create(&th[t], NULL, hitter, (void *) (t + 1));
     }
@@ -126,7 +134,9 @@ static void run(size_t n, const char *max_entries, const char *what)
         pthread_join(th[t], NULL);
     }
     stop = 1;
-    pthread_join(th[HITTERS], NULL);
+    for (size_t t = HITTERS; t < HITTERS + INVALIDATORS; t++) {
+        pthread_join(th[t], NULL);
+    }
     CHECK_MSG(0 == bad_cover && 0 == bad_magic && 0 == stale && 0 == errors,
               "%s: not covering %ld, not registered %ld, stale %ld, errors %ld", what, bad_cover,
               bad_magic, stale, errors);
