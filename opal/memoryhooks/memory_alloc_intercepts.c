@@ -72,7 +72,7 @@ static __attribute__((noinline, cold)) void announce_mmapped(const opal_mem_vari
         const int saved_errno = errno;
         uintptr_t start = (uintptr_t) header - header[0];
         size_t len = header[0] + (header[1] & ~(size_t) GLIBC_SIZE_BITS);
-        opal_mem_hooks_dispatch(start, len, true);
+        opal_mem_hooks_report(start, len); /* the one-callback case inline */
         errno = saved_errno;
     }
 }
