@@ -1239,14 +1239,19 @@ static void release_walk_locked(grdma_t *m, struct marked *mk)
 /*
  * Hand what a release event listed to the next call: a reserved slot each,
  * filled after.  One that finds no slot (other events took the room) is
- * invalidated now, as the unlisted ones are.
+ * invalidated now, as the unlisted ones are; no slot is reserved when the
+ * events before this one left no room for the whole list, so the count
+ * stays below RELEASED plus a list for each event under way.
  */
 static void released_push(grdma_t *m, const mca_rcache_base_pgindex_list_t *list, struct marked *mk)
 {
     if (0 == list->n) {
         return;
     }
-    uint32_t at = __atomic_fetch_add(&m->released_n, list->n, __ATOMIC_ACQUIRE);
+    uint32_t at = MCA_RCACHE_GRDMA_RELEASED;
+    if (__atomic_load_n(&m->released_n, __ATOMIC_RELAXED) <= MCA_RCACHE_GRDMA_RELEASED - list->n) {
+        at = __atomic_fetch_add(&m->released_n, list->n, __ATOMIC_ACQUIRE);
+    }
     for (unsigned i = 0; i < list->n; i++, at++) {
         /*
          * The next call will invalidate it (a compare-and-swap of its
@@ -1299,13 +1304,9 @@ static void grdma_release(mca_rcache_base_module_t *rcache, void *addr, size_t s
     if (0 == size || 0 == __atomic_load_n(&m->cached_entries, __ATOMIC_RELAXED)) {
         return;
     }
-    /* A list while the events before this one left room for a whole one. */
     mca_rcache_base_pgindex_list_t list; /* its array is written as filled */
     list.n = 0;
-    list.max = __atomic_load_n(&m->released_n, __ATOMIC_RELAXED) <=
-                       MCA_RCACHE_GRDMA_RELEASED - MCA_RCACHE_BASE_PGINDEX_LISTED
-                   ? MCA_RCACHE_BASE_PGINDEX_LISTED
-                   : 0;
+    list.max = MCA_RCACHE_BASE_PGINDEX_LISTED;
     if (!mca_rcache_base_pgindex_visit_lockfree(&m->index, mk.low >> page_shift,
                                                 mk.high >> page_shift, mark_cb, &mk, &list)) {
         release_walk_locked(m, &mk);
