@@ -308,10 +308,14 @@ static void unlink_chain_locked(grdma_t *m, reg_t *chain)
     }
 }
 
-/* Invalidate reg, one that the caller found (lock held); chained on *release if unused. */
-static void invalidate_locked(grdma_t *m, reg_t *reg, reg_t **release)
+/*
+ * Invalidate reg, one that the caller found (lock held), if it overlaps
+ * [low, high]; chained on *release if unused.
+ */
+static void invalidate_locked(grdma_t *m, reg_t *reg, uintptr_t low, uintptr_t high,
+                              reg_t **release)
 {
-    if (mark_invalid(reg, 0, UINTPTR_MAX)) {
+    if (mark_invalid(reg, low, high)) {
         index_remove(m, reg);
         chain_push(release, reg);
     }
@@ -408,10 +412,7 @@ static __attribute__((noinline)) reg_t *drain_released_slow(grdma_t *m, uint32_t
                 sched_yield();
             }
             __atomic_store_n(&m->released[done].reg, NULL, __ATOMIC_RELAXED);
-            if (mark_invalid(reg, m->released[done].low, m->released[done].high)) {
-                index_remove(m, reg);
-                chain_push(&release, reg);
-            }
+            invalidate_locked(m, reg, m->released[done].low, m->released[done].high, &release);
         }
         /* Emptied, unless an event reserved more meanwhile: then those too. */
         if (__atomic_compare_exchange_n(&m->released_n, &n, 0, false, __ATOMIC_RELEASE,
@@ -884,7 +885,7 @@ static __attribute__((noinline)) bool confirm_hit(grdma_t *m, reg_t *hit)
     }
     reg_t *release = NULL;
     pthread_mutex_lock(&m->lock);
-    invalidate_locked(m, hit, &release);
+    invalidate_locked(m, hit, 0, UINTPTR_MAX, &release);
     pthread_mutex_unlock(&m->lock);
     release_chain(m, release);
     drop_ref(m, hit);
@@ -1019,7 +1020,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
                 base = base < (uintptr_t) l.grow->base ? base : (uintptr_t) l.grow->base;
                 bound = bound > (uintptr_t) l.grow->bound ? bound : (uintptr_t) l.grow->bound;
                 access_flags |= l.grow->access_flags;
-                invalidate_locked(m, l.grow, &release);
+                invalidate_locked(m, l.grow, 0, UINTPTR_MAX, &release);
             }
             if (!bypass && m->limited) {
                 evict_for_limits_locked(m, 1, bound - base + 1, &release);
@@ -1253,12 +1254,12 @@ static void released_push(grdma_t *m, const mca_rcache_base_pgindex_list_t *list
         at = __atomic_fetch_add(&m->released_n, list->n, __ATOMIC_ACQUIRE);
     }
     for (unsigned i = 0; i < list->n; i++, at++) {
-        /*
-         * The next call will invalidate it (a compare-and-swap of its
-         * state): its line is fetched meanwhile, without waiting for it here.
-         */
-        __builtin_prefetch(list->item[i], 1);
         if (at < MCA_RCACHE_GRDMA_RELEASED) {
+            /*
+             * The next call will invalidate it (a compare-and-swap of its
+             * state): its line is fetched meanwhile, not waited for here.
+             */
+            __builtin_prefetch(list->item[i], 1);
             m->released[at].low = mk->low;
             m->released[at].high = mk->high;
             __atomic_store_n(&m->released[at].reg, list->item[i], __ATOMIC_RELEASE);
