@@ -121,16 +121,27 @@ static void test_invalidation(void)
     CHECK(before == dev.deregistered && !(a->flags & MCA_RCACHE_FLAGS_INVALID));
     CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 24 * page, page, &b));
     CHECK(before + 1 == dev.deregistered);
-    /* The same, the next call a registration of those pages: a new one, the old one deregistered.
+    /*
+     * The same, the next call a registration of those pages: a new one in
+     * the old one's index slot, the old one deregistered; the new one is
+     * found, counted once, and a release of its pages reaches it.
      */
+    mca_rcache_grdma_module_t *g = (mca_rcache_grdma_module_t *) m;
     m->rcache_register(m, arena + 28 * page, page, 0, 0, &a);
     m->rcache_deregister(m, a);
     long made = dev.registered;
+    size_t entries = g->cached_entries;
     before = dev.deregistered;
     m->rcache_release(m, arena + 28 * page, page, false);
     CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 28 * page, page, 0, 0, &b));
     CHECK(made + 1 == dev.registered && before + 1 == dev.deregistered);
+    CHECK(a != b && entries == g->cached_entries && entries == mca_rcache_base_pgindex_size(&g->index));
     m->rcache_deregister(m, b);
+    CHECK(OPAL_SUCCESS == m->rcache_find(m, arena + 28 * page, page, &a) && a == b);
+    m->rcache_deregister(m, a);
+    m->rcache_release(m, arena + 28 * page, page, false);
+    CHECK(OPAL_ERR_NOT_FOUND == m->rcache_find(m, arena + 28 * page, page, &a));
+    CHECK(before + 2 == dev.deregistered && entries - 1 == g->cached_entries);
 
     /* A release that misses every registration changes nothing. */
     m->rcache_register(m, arena + 20 * page, page, 0, 0, &a);

@@ -1,6 +1,7 @@
 /*
- * The page index against a brute-force oracle: random inserts and removes
- * of ranges of every size class (one page to most of the space, nested,
+ * The page index against a brute-force oracle: random inserts, removes and
+ * replacements (another item of the same range takes an item's slot) of
+ * ranges of every size class (one page to most of the space, nested,
  * equal, crossing block boundaries, near page 0 and near the top), growth
  * by rehash, and after each step queries compared: overlapping (every range
  * exactly once), covering (candidates include every covering range),
@@ -162,11 +163,20 @@ static void check_queries(uintptr_t first, uintptr_t last)
 static void oracle_test(void)
 {
     bool overflowed = false;
+    size_t replaced = 0;
     CHECK(OPAL_SUCCESS == mca_rcache_base_pgindex_init(&idx, RANGE_AT, 0));
     size_t count = 0;
     for (int step = 0; step < STEPS; step++) {
         size_t i = next_rand() % N;
-        if (present[i]) {
+        size_t free_j = next_rand() % N;
+        if (present[i] && !present[free_j] && 0 == next_rand() % 4) {
+            /* Another item of the same range takes its slot (a registration made again). */
+            set_range(free_j, lo_of(i), hi_of(i));
+            mca_rcache_base_pgindex_replace(&idx, item_of(i), item_of(free_j));
+            present[i] = false;
+            present[free_j] = true;
+            replaced++;
+        } else if (present[i]) {
             mca_rcache_base_pgindex_remove(&idx, item_of(i));
             present[i] = false;
             count--;
@@ -206,6 +216,7 @@ static void oracle_test(void)
     }
     CHECK(0 == mca_rcache_base_pgindex_size(&idx) && 0 == idx.active);
     CHECK_MSG(overflowed, "no line of the table overflowed: the probes past a line were not tested");
+    CHECK_MSG(replaced > STEPS / 20, "only %zu replacements", replaced);
     check_queries(0, UINTPTR_MAX >> 12);
     mca_rcache_base_pgindex_fini(&idx);
 }

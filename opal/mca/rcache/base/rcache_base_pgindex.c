@@ -224,29 +224,65 @@ void mca_rcache_base_pgindex_insert(pgindex_t *idx, void *item, uintptr_t first,
     write_end(idx);
 }
 
+/*
+ * The entry holding item under key; NULL if it is not indexed.  In place's
+ * order: its own slot first, the rest of its home line, then the overflowed
+ * lines after it.
+ */
+static entry_t *entry_of(table_t *t, void *item, uintptr_t key)
+{
+    const size_t mask = ((size_t) 1 << t->bits) - 1;
+    size_t line = mca_rcache_base_pgindex_home(t, key);
+    unsigned start = mca_rcache_base_pgindex_home_slot(key);
+    for (size_t n = 0; n <= mask; n++, line = (line + 1) & mask, start = 0) {
+        entry_t *e = &t->entry[line * SLOTS];
+        for (unsigned i = 0; i < SLOTS; i++) {
+            unsigned j = (start + i) & (SLOTS - 1);
+            if (e[j].item == item) {
+                return &e[j];
+            }
+        }
+    }
+    return NULL;
+}
+
 void mca_rcache_base_pgindex_remove(pgindex_t *idx, void *item)
 {
-    table_t *t = idx->table;
-    const size_t mask = ((size_t) 1 << t->bits) - 1;
     uintptr_t first, last;
     mca_rcache_base_pgindex_range(idx, item, &first, &last);
     unsigned s = class_of(first, last);
-    entry_t *end = &t->entry[(mask + 1) * SLOTS];
-    entry_t *x = &t->entry[mca_rcache_base_pgindex_home(t, key_of(s, first >> s)) * SLOTS];
-    /* From its home on: its slot is there or in the overflowed lines after it. */
-    for (size_t n = 0; x->item != item; x = x + 1 == end ? t->entry : x + 1) {
-        if (++n > (mask + 1) * SLOTS) {
-            return; /* not indexed: the caller's bug, and nothing to undo */
-        }
+    entry_t *x = entry_of(idx->table, item, key_of(s, first >> s));
+    if (NULL == x) {
+        return; /* not indexed: the caller's bug, and nothing to undo */
     }
     write_begin(idx);
     STORE(&x->item, NULL);
-    STORE(&t->removed, t->removed + 1);
+    STORE(&idx->table->removed, idx->table->removed + 1);
     count_chunks(idx, first, last, (uint32_t) -1);
     if (0 == --idx->class_count[s]) {
         STORE(&idx->active, idx->active & ~(1ull << s));
     }
     STORE(&idx->count, idx->count - 1);
+    write_end(idx);
+}
+
+void mca_rcache_base_pgindex_replace(pgindex_t *idx, void *old_item, void *new_item)
+{
+    uintptr_t first, last;
+    mca_rcache_base_pgindex_range(idx, old_item, &first, &last);
+    unsigned s = class_of(first, last);
+    entry_t *x = entry_of(idx->table, old_item, key_of(s, first >> s));
+    if (NULL == x) {
+        return; /* not indexed: the caller's bug, and nothing to undo */
+    }
+    /*
+     * The same key in the same slot: no count, chunk or class changes.  A
+     * writer all the same, for the lock-free walks: one that read the old
+     * item must not take its result for a snapshot (a release event would
+     * miss the new one).
+     */
+    write_begin(idx);
+    __atomic_store_n(&x->item, new_item, __ATOMIC_RELEASE);
     write_end(idx);
 }
 

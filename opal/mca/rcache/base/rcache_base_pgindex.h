@@ -124,6 +124,13 @@ void mca_rcache_base_pgindex_insert(mca_rcache_base_pgindex_t *idx, void *item, 
                                     uintptr_t last);
 /* A lock-free reader may still hand out the item afterwards (see above). */
 void mca_rcache_base_pgindex_remove(mca_rcache_base_pgindex_t *idx, void *item);
+/*
+ * new_item takes old_item's slot: its range must be old_item's (the same
+ * key).  One store where a remove and an insert would update the counts
+ * twice.
+ */
+void mca_rcache_base_pgindex_replace(mca_rcache_base_pgindex_t *idx, void *old_item,
+                                     void *new_item);
 
 /*
  * Growing: the caller allocates a table outside its lock when wanted() says

@@ -33,7 +33,10 @@
  *              out of the index and deregistered at once when a call into
  *              the module invalidated it; when a release event did (lock
  *              free), pushed on the deferred stack as it is, taken out and
- *              deregistered at the next call
+ *              deregistered at the next call.  When that call (or the
+ *              released slots' drain in it) registers the same pages anew,
+ *              the new registration takes the old one's index slot
+ *              (pgindex_replace: no remove and insert)
  *   bypass     never indexed, CACHE_BYPASS, deregistered with its last
  *              reference
  * The lock (index changes, eviction) is never held across register_mem,

@@ -297,25 +297,24 @@ static int mark_cb(void *item, void *ctx)
 }
 
 /*
- * Take a chain that marking handed over out of the index (lock held).  Their
- * state keeps INDEXED until release_chain makes them spare: nothing else
- * acts on an invalid registration without references.
+ * Take a chain that marking handed over out of the index, onto *release
+ * (lock held).  Their state keeps INDEXED until release_chain makes them
+ * spare: nothing else acts on an invalid registration without references.
  */
-static void unlink_chain_locked(grdma_t *m, reg_t *chain)
+static void unlink_chain_locked(grdma_t *m, reg_t *chain, reg_t **release)
 {
-    for (reg_t *reg = chain; reg; reg = link_next(reg)) {
+    while (chain) {
+        reg_t *reg = chain;
+        chain = link_next(reg);
         index_remove(m, reg);
+        chain_push(release, reg);
     }
 }
 
-/*
- * Invalidate reg, one that the caller found (lock held), if it overlaps
- * [low, high]; chained on *release if unused.
- */
-static void invalidate_locked(grdma_t *m, reg_t *reg, uintptr_t low, uintptr_t high,
-                              reg_t **release)
+/* Invalidate reg, one that the caller found (lock held); chained on *release if unused. */
+static void invalidate_locked(grdma_t *m, reg_t *reg, reg_t **release)
 {
-    if (mark_invalid(reg, low, high)) {
+    if (mark_invalid(reg, 0, UINTPTR_MAX)) {
         index_remove(m, reg);
         chain_push(release, reg);
     }
@@ -365,6 +364,25 @@ static void deferred_push(grdma_t *m, reg_t *chain)
     stack_push(&m->deferred, chain, last);
 }
 
+/*
+ * The registration of exactly the pages [base, bound] on a chain of
+ * invalid ones, taken off the chain; NULL if there is none.
+ */
+static reg_t *stale_take(reg_t **chain, uintptr_t base, uintptr_t bound)
+{
+    for (reg_t *prev = NULL, *reg = *chain; reg; prev = reg, reg = link_next(reg)) {
+        if ((uintptr_t) reg->base == base && (uintptr_t) reg->bound == bound) {
+            if (prev) {
+                link_set(prev, link_next(reg));
+            } else {
+                *chain = link_next(reg);
+            }
+            return reg;
+        }
+    }
+    return NULL;
+}
+
 /* Invalidate every registration overlapping [low, high] (lock held). */
 static void invalidate_overlapping_locked(grdma_t *m, uintptr_t low, uintptr_t high,
                                           reg_t **release)
@@ -373,12 +391,7 @@ static void invalidate_overlapping_locked(grdma_t *m, uintptr_t low, uintptr_t h
     mca_rcache_base_pgindex_overlapping(&m->index, low >> page_shift, high >> page_shift, mark_cb,
                                         &mk);
     /* After the walk: the index must not change under it. */
-    unlink_chain_locked(m, mk.chain);
-    while (mk.chain) {
-        reg_t *reg = mk.chain;
-        mk.chain = link_next(reg);
-        chain_push(release, reg);
-    }
+    unlink_chain_locked(m, mk.chain, release);
 }
 
 /* In a forked child: forget the parent's registrations (no deregister_mem). */
@@ -397,13 +410,15 @@ static __attribute__((noinline)) void drop_parent_registrations(grdma_t *m)
 
 /*
  * Invalidate what release events left in the released slots (lock held),
- * the unused ones out of the index and chained on release (returned: the
- * caller's chain stays in a register).  A slot reserved but not
- * filled yet is an event between its two steps: waited for.  A
- * registration that left the index meanwhile (evicted, perhaps reused) is
- * invalidated only if it overlaps the released bytes (mark_invalid checks).
+ * the unused ones chained on stale, still indexed (returned: the caller's
+ * chain stays in a register; the caller takes them out of the index, or
+ * one of them takes the place of a new registration of the same pages,
+ * reg_new_locked).  A slot reserved but not filled yet is an event between
+ * its two steps: waited for.  A registration that left the index meanwhile
+ * (evicted, perhaps reused) is invalidated only if it overlaps the
+ * released bytes (mark_invalid checks).
  */
-static __attribute__((noinline)) reg_t *drain_released_slow(grdma_t *m, uint32_t n, reg_t *release)
+static __attribute__((noinline)) reg_t *drain_released_slow(grdma_t *m, uint32_t n, reg_t *stale)
 {
     for (uint32_t done = 0; n;) {
         for (; done < n && done < MCA_RCACHE_GRDMA_RELEASED; done++) {
@@ -412,7 +427,9 @@ static __attribute__((noinline)) reg_t *drain_released_slow(grdma_t *m, uint32_t
                 sched_yield();
             }
             __atomic_store_n(&m->released[done].reg, NULL, __ATOMIC_RELAXED);
-            invalidate_locked(m, reg, m->released[done].low, m->released[done].high, &release);
+            if (mark_invalid(reg, m->released[done].low, m->released[done].high)) {
+                chain_push(&stale, reg);
+            }
         }
         /* Emptied, unless an event reserved more meanwhile: then those too. */
         if (__atomic_compare_exchange_n(&m->released_n, &n, 0, false, __ATOMIC_RELEASE,
@@ -420,13 +437,13 @@ static __attribute__((noinline)) reg_t *drain_released_slow(grdma_t *m, uint32_t
             break;
         }
     }
-    return release;
+    return stale;
 }
 
-static inline reg_t *drain_released_locked(grdma_t *m, reg_t *release)
+static inline reg_t *drain_released_locked(grdma_t *m, reg_t *stale)
 {
     uint32_t n = __atomic_load_n(&m->released_n, __ATOMIC_ACQUIRE);
-    return __builtin_expect(n, 0) ? drain_released_slow(m, n, release) : release;
+    return __builtin_expect(n, 0) ? drain_released_slow(m, n, stale) : stale;
 }
 
 /*
@@ -453,11 +470,11 @@ static inline reg_t *take_deferred(grdma_t *m)
 static void drain_chain(grdma_t *m, reg_t *chain)
 {
     if (chain || __atomic_load_n(&m->released_n, __ATOMIC_RELAXED)) {
+        reg_t *release = NULL;
         pthread_mutex_lock(&m->lock);
-        unlink_chain_locked(m, chain);
-        chain = drain_released_locked(m, chain);
+        unlink_chain_locked(m, drain_released_locked(m, chain), &release);
         pthread_mutex_unlock(&m->lock);
-        release_chain(m, chain);
+        release_chain(m, release);
     }
 }
 
@@ -828,13 +845,19 @@ static bool slab_alloc(grdma_t *m)
 /*
  * A spare registration set up for [base, bound], referenced, REGISTERING,
  * and indexed unless it is a bypass one; NULL when there is no spare (lock
- * held).
+ * held).  Indexed in the slot of old when there is one: an invalid unused
+ * registration of the same pages still indexed (a program registering
+ * again the pages it freed and mapped again), taken out of the index
+ * either way.
  */
 static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t bound,
-                             uint32_t flags, int32_t access_flags)
+                             uint32_t flags, int32_t access_flags, reg_t *old)
 {
     reg_t *reg = spare_pop_locked(m);
     if (NULL == reg) {
+        if (old) {
+            index_remove(m, old);
+        }
         return NULL;
     }
     /* Not the header: a stale lock-free reader may still be looking at its state word. */
@@ -866,7 +889,9 @@ static reg_t *reg_new_locked(grdma_t *m, void *addr, uintptr_t base, uintptr_t b
         }
     }
     state_store(reg, 1, state);
-    if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
+    if (old) {
+        mca_rcache_base_pgindex_replace(&m->index, old, reg);
+    } else if (!(flags & MCA_RCACHE_FLAGS_CACHE_BYPASS)) {
         index_insert(m, reg);
     }
     return reg;
@@ -885,7 +910,7 @@ static __attribute__((noinline)) bool confirm_hit(grdma_t *m, reg_t *hit)
     }
     reg_t *release = NULL;
     pthread_mutex_lock(&m->lock);
-    invalidate_locked(m, hit, 0, UINTPTR_MAX, &release);
+    invalidate_locked(m, hit, &release);
     pthread_mutex_unlock(&m->lock);
     release_chain(m, release);
     drop_ref(m, hit);
@@ -996,9 +1021,8 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         seq = tried.seq;
     }
     do { /* at least once: what release events left is taken out under the lock */
-        reg_t *release = deferred;
+        reg_t *release = NULL, *old = NULL;
         bool full = false; /* the index must grow first */
-        deferred = NULL;
         pthread_mutex_lock(&m->lock);
         /*
          * The lock-free lookup met no candidate but invalid ones and no
@@ -1008,25 +1032,34 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
          */
         bool again = !bypass
                      && (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
-        unlink_chain_locked(m, release);
-        release = drain_released_locked(m, release);
+        /* Invalid, unused and still indexed (lookups pass them by), until taken out below. */
+        reg_t *stale = drain_released_locked(m, deferred);
+        deferred = NULL;
         l.grow = NULL; /* decided under the lock only */
         if (again) {
             lookup(m, &l);
         }
+        if (NULL == l.hit && l.grow) {
+            /* Replace it with one covering both ranges with both sets of access. */
+            base = base < (uintptr_t) l.grow->base ? base : (uintptr_t) l.grow->base;
+            bound = bound > (uintptr_t) l.grow->bound ? bound : (uintptr_t) l.grow->bound;
+            access_flags |= l.grow->access_flags;
+            invalidate_locked(m, l.grow, &release);
+        }
+        if (NULL == l.hit && !bypass) {
+            old = stale_take(&stale, base, bound); /* its slot for the new one: same pages */
+        }
+        unlink_chain_locked(m, stale, &release); /* before the limits count them */
         if (NULL == l.hit) {
-            if (l.grow) {
-                /* Replace it with one covering both ranges with both sets of access. */
-                base = base < (uintptr_t) l.grow->base ? base : (uintptr_t) l.grow->base;
-                bound = bound > (uintptr_t) l.grow->bound ? bound : (uintptr_t) l.grow->bound;
-                access_flags |= l.grow->access_flags;
-                invalidate_locked(m, l.grow, 0, UINTPTR_MAX, &release);
-            }
-            if (!bypass && m->limited) {
+            /* A new one in old's place adds nothing to the limits or the index's load. */
+            if (!bypass && !old && m->limited) {
                 evict_for_limits_locked(m, 1, bound - base + 1, &release);
             }
-            full = !bypass && !mca_rcache_base_pgindex_room(&m->index);
-            reg = full ? NULL : reg_new_locked(m, addr, base, bound, flags, access_flags);
+            full = !bypass && !old && !mca_rcache_base_pgindex_room(&m->index);
+            reg = full ? NULL : reg_new_locked(m, addr, base, bound, flags, access_flags, old);
+            if (old) {
+                chain_push(&release, old); /* out of the index now, either way */
+            }
         }
         pthread_mutex_unlock(&m->lock);
         release_chain(m, release);
