@@ -225,12 +225,16 @@ void mca_rcache_base_pgindex_insert(pgindex_t *idx, void *item, uintptr_t first,
 }
 
 /*
- * The entry holding item under key; NULL if it is not indexed.  In place's
- * order: its own slot first, the rest of its home line, then the overflowed
- * lines after it.
+ * The entry holding item, whose pages [*first, *last] it reads from the
+ * item; NULL if it is not indexed.  In place's order: the key's own slot
+ * first, the rest of its home line, then the overflowed lines after it.
  */
-static entry_t *entry_of(table_t *t, void *item, uintptr_t key)
+static entry_t *entry_of(const pgindex_t *idx, void *item, uintptr_t *first, uintptr_t *last)
 {
+    mca_rcache_base_pgindex_range(idx, item, first, last);
+    const unsigned s = class_of(*first, *last);
+    const uintptr_t key = key_of(s, *first >> s);
+    table_t *t = idx->table;
     const size_t mask = ((size_t) 1 << t->bits) - 1;
     size_t line = mca_rcache_base_pgindex_home(t, key);
     unsigned start = mca_rcache_base_pgindex_home_slot(key);
@@ -249,12 +253,11 @@ static entry_t *entry_of(table_t *t, void *item, uintptr_t key)
 void mca_rcache_base_pgindex_remove(pgindex_t *idx, void *item)
 {
     uintptr_t first, last;
-    mca_rcache_base_pgindex_range(idx, item, &first, &last);
-    unsigned s = class_of(first, last);
-    entry_t *x = entry_of(idx->table, item, key_of(s, first >> s));
+    entry_t *x = entry_of(idx, item, &first, &last);
     if (NULL == x) {
         return; /* not indexed: the caller's bug, and nothing to undo */
     }
+    const unsigned s = class_of(first, last);
     write_begin(idx);
     STORE(&x->item, NULL);
     STORE(&idx->table->removed, idx->table->removed + 1);
@@ -269,9 +272,7 @@ void mca_rcache_base_pgindex_remove(pgindex_t *idx, void *item)
 void mca_rcache_base_pgindex_replace(pgindex_t *idx, void *old_item, void *new_item)
 {
     uintptr_t first, last;
-    mca_rcache_base_pgindex_range(idx, old_item, &first, &last);
-    unsigned s = class_of(first, last);
-    entry_t *x = entry_of(idx->table, old_item, key_of(s, first >> s));
+    entry_t *x = entry_of(idx, old_item, &first, &last);
     if (NULL == x) {
         return; /* not indexed: the caller's bug, and nothing to undo */
     }
