@@ -1020,6 +1020,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         seen = tried.seen;
         seq = tried.seq;
     }
+    bool replaced = false; /* the new one took an old one's slot: the index's load is the same */
     do { /* at least once: what release events left is taken out under the lock */
         reg_t *release = NULL, *old = NULL;
         bool full = false; /* the index must grow first */
@@ -1059,6 +1060,7 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
             reg = full ? NULL : reg_new_locked(m, addr, base, bound, flags, access_flags, old);
             if (old) {
                 chain_push(&release, old); /* out of the index now, either way */
+                replaced = NULL != reg;
             }
         }
         pthread_mutex_unlock(&m->lock);
@@ -1070,7 +1072,9 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     if (l.hit) {
         return hand_out_hit(m, l.hit, addr, size, flags, access_flags, reg_out);
     }
-    index_grow(m);
+    if (!replaced) {
+        index_grow(m);
+    }
     if (m->super.rcache_uffd && !bypass) {
         /* Before the registration: a release meanwhile is an event that invalidates it.
          * Refused (the cap): the patcher still covers it. */
