@@ -135,7 +135,8 @@ static void test_invalidation(void)
     m->rcache_release(m, arena + 28 * page, page, false);
     CHECK(OPAL_SUCCESS == m->rcache_register(m, arena + 28 * page, page, 0, 0, &b));
     CHECK(made + 1 == dev.registered && before + 1 == dev.deregistered);
-    CHECK(a != b && entries == g->cached_entries && entries == mca_rcache_base_pgindex_size(&g->index));
+    CHECK(a != b && entries == g->cached_entries &&
+          entries == mca_rcache_base_pgindex_size(&g->index));
     m->rcache_deregister(m, b);
     CHECK(OPAL_SUCCESS == m->rcache_find(m, arena + 28 * page, page, &a) && a == b);
     m->rcache_deregister(m, a);

@@ -1020,7 +1020,8 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         seen = tried.seen;
         seq = tried.seq;
     }
-    bool replaced = false; /* the new one took an old one's slot: the index's load is the same */
+    /* The new one took an old one's slot: the index's load is the same. */
+    bool replaced = false;
     do { /* at least once: what release events left is taken out under the lock */
         reg_t *release = NULL, *old = NULL;
         bool full = false; /* the index must grow first */
