@@ -636,8 +636,9 @@ struct lookup {
     int32_t access;
     reg_t *hit;  /* valid, covers, has the access asked; referenced */
     reg_t *grow; /* valid, covers, lacks some access (under the lock only) */
-    uint32_t seq; /* the index's sequence count when a lock-free lookup began */
-    bool seen;    /* that lookup met a candidate */
+    uint32_t seq;  /* the index's sequence count when a lock-free lookup began */
+    bool seen;     /* that lookup met a candidate */
+    uint32_t skip; /* under the lock: the released slots [0, skip) hold ones to pass by */
 };
 
 /*
@@ -648,6 +649,11 @@ static inline int lookup_cb(void *item, void *ctx)
 {
     struct lookup *l = ctx;
     reg_t *reg = item;
+    for (uint32_t i = 0; i < l->skip; i++) {
+        if (reg == __atomic_load_n(&l->m->released[i].reg, __ATOMIC_RELAXED)) {
+            return 0; /* released: the drain after this lookup marks it (register_slow) */
+        }
+    }
     if ((uintptr_t) reg->base > l->base || (uintptr_t) reg->bound < l->bound) {
         return 0; /* the index leaves the check to us: these fields share the hit's cache line */
     }
@@ -787,6 +793,7 @@ static inline void lookup_init(struct lookup *l, grdma_t *m, const void *addr, s
     l->base = (uintptr_t) addr;
     l->bound = (uintptr_t) addr + size - (0 != size);
     l->access = access;
+    l->skip = 0;
 }
 
 /* The pages of [addr, addr + size) (of addr's page when size is 0): first byte, last byte. */
@@ -1032,15 +1039,25 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
          * under the lock would find nothing either (taking the deferred
          * ones out first only removes).
          */
-        bool again = !bypass
-                     && (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
+        bool again = !bypass &&
+                     (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
+        l.grow = NULL; /* decided under the lock only */
+        if (again) {
+            /*
+             * Before the drain, passing the released slots' registrations
+             * by their address: the drain's compare-and-swap on each waits
+             * for its line (the event only prefetched it), and the lookup
+             * runs meanwhile without reading it.  Slots filled after this
+             * count are events under way during this call, as they would be
+             * after a drain made first.
+             */
+            uint32_t n = __atomic_load_n(&m->released_n, __ATOMIC_ACQUIRE);
+            l.skip = n < MCA_RCACHE_GRDMA_RELEASED ? n : MCA_RCACHE_GRDMA_RELEASED;
+            lookup(m, &l);
+        }
         /* Invalid, unused and still indexed (lookups pass them by), until taken out below. */
         reg_t *stale = drain_released_locked(m, deferred);
         deferred = NULL;
-        l.grow = NULL; /* decided under the lock only */
-        if (again) {
-            lookup(m, &l);
-        }
         if (NULL == l.hit && l.grow) {
             /* Replace it with one covering both ranges with both sets of access. */
             base = base < (uintptr_t) l.grow->base ? base : (uintptr_t) l.grow->base;
