@@ -1036,8 +1036,9 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
         /*
          * The lock-free lookup met no candidate but invalid ones and no
          * writer has been at the index since it began: the same lookup
-         * under the lock would find nothing either (taking the deferred
-         * ones out first only removes).
+         * under the lock would find nothing either (what release events
+         * left meanwhile is passed by or invalid, and the drain after it
+         * only removes).
          */
         bool again = !bypass &&
                      (seen || (seq & 1) || !mca_rcache_base_pgindex_unchanged(&m->index, seq));
