@@ -29,6 +29,7 @@
 
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
+#include "opal/memoryhooks/memory_extents.h"
 #include "opal/memoryhooks/memory_patch.h"
 #include "opal/memoryhooks/memory_variants.h"
 #include "opal/util/output.h"
@@ -172,12 +173,14 @@ DEFINE_ENTRIES(munmap, int, (void *addr, size_t len), (addr, len))
 static void *mremap_common(opal_mem_variant_t *var, void *old, size_t old_size, size_t new_size,
                            int flags, void *new_addr)
 {
+    size_t old_len = old_size, new_len = new_size; /* what the kernel takes: huge pages rounded */
+    opal_mem_extents_mremap_lens((uintptr_t) old, &old_len, &new_len);
     uintptr_t start = (uintptr_t) old, end = start;
     if (flags & (MREMAP_MAYMOVE | MREMAP_FIXED)) {
-        end = start + old_size;
-    } else if (new_size < old_size) {
-        start = page_align_up(start + new_size);
-        end = (uintptr_t) old + old_size;
+        end = start + old_len;
+    } else if (new_len < old_len) {
+        start = page_align_up(start + new_len);
+        end = (uintptr_t) old + old_len;
     }
     /* Two frames when the destination is replaced too: a second patched
      * mremap further down the chain finds both ranges reported.  One array,
@@ -187,7 +190,7 @@ static void *mremap_common(opal_mem_variant_t *var, void *old, size_t old_size, 
     chain_frame_t *const dest_frame = &frames[1], *const frame = &frames[0];
     const bool fixed = (flags & MREMAP_FIXED) && new_size;
     if (fixed) {
-        release(dest_frame, (uintptr_t) new_addr, (uintptr_t) new_addr + new_size);
+        release(dest_frame, (uintptr_t) new_addr, (uintptr_t) new_addr + new_len);
     }
     release(frame, start, end);
     void *rc = var->chain.mremap(old, old_size, new_size, flags, new_addr);
@@ -315,7 +318,7 @@ static OPAL_COLD void *mmap_framed(opal_mem_variant_t *var, void *addr, size_t l
                                    int flags, int fd, off_t off)
 {
     chain_frame_t frame;
-    release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
+    release(&frame, (uintptr_t) addr, (uintptr_t) addr + opal_mem_extents_mmap_len(len, flags, fd));
     void *rc = var->chain.mmap(addr, len, prot, flags, fd, off);
     chain_done(&frame);
     return rc;
@@ -346,7 +349,7 @@ static OPAL_COLD void *mmap64_framed(opal_mem_variant_t *var, void *addr, size_t
                                      int flags, int fd, off64_t off)
 {
     chain_frame_t frame;
-    release(&frame, (uintptr_t) addr, (uintptr_t) addr + len);
+    release(&frame, (uintptr_t) addr, (uintptr_t) addr + opal_mem_extents_mmap_len(len, flags, fd));
     void *rc = var->chain.mmap64(addr, len, prot, flags, fd, off);
     chain_done(&frame);
     return rc;
@@ -372,6 +375,13 @@ static uintptr_t current_break(void)
     return (uintptr_t) syscall(SYS_brk, 0);
 }
 
+/* Where a break moved from cur to 'to' releases from: below the heap's
+ * start the kernel moves nothing (glibc's brk still returns 0). */
+static uintptr_t heap_floor(uintptr_t to, uintptr_t cur)
+{
+    return to < opal_mem_extents_heap_start ? cur : to;
+}
+
 static int brk_common(opal_mem_variant_t *var, void *addr)
 {
     /* brk(NULL) asks for the current break (glibc's sbrk does on first
@@ -381,7 +391,7 @@ static int brk_common(opal_mem_variant_t *var, void *addr)
     }
     uintptr_t cur = current_break();
     chain_frame_t frame;
-    release(&frame, page_align_up((uintptr_t) addr), page_align_up(cur));
+    release(&frame, page_align_up(heap_floor((uintptr_t) addr, cur)), page_align_up(cur));
     int rc = var->chain.brk(addr);
     chain_done(&frame);
     return rc;
@@ -396,7 +406,7 @@ static void *sbrk_common(opal_mem_variant_t *var, intptr_t increment)
     }
     uintptr_t cur = current_break();
     chain_frame_t frame;
-    release(&frame, page_align_up(cur + increment), page_align_up(cur));
+    release(&frame, page_align_up(heap_floor(cur + increment, cur)), page_align_up(cur));
     void *rc = var->chain.sbrk(increment);
     chain_done(&frame);
     return rc;
@@ -413,15 +423,11 @@ static size_t shm_segment_size(int shmid)
 
 static int shmdt_common(opal_mem_variant_t *var, const void *addr)
 {
-    /* The mapping's inode column is the segment's shmid. */
-    opal_proc_maps_entry_t entry;
-    size_t size = 0;
-    if (OPAL_SUCCESS == opal_proc_maps_find((uintptr_t) addr, &entry) &&
-        0 == strncmp(entry.path_start, "/SYSV", 5)) {
-        size = shm_segment_size((int) entry.inode);
-    }
+    /* An unaligned address detaches nothing (EINVAL). */
+    const uintptr_t end = page_aligned(addr) ? opal_mem_extents_shmdt_end((uintptr_t) addr)
+                                             : (uintptr_t) addr;
     chain_frame_t frame;
-    release(&frame, (uintptr_t) addr, (uintptr_t) addr + size);
+    release(&frame, (uintptr_t) addr, end);
     int rc = var->chain.shmdt(addr);
     chain_done(&frame);
     return rc;
@@ -436,7 +442,7 @@ static void *shmat_common(opal_mem_variant_t *var, int shmid, const void *addr, 
     }
     uintptr_t start = (uintptr_t) addr & ~(opal_mem_hooks_page_size - 1);
     chain_frame_t frame;
-    release(&frame, start, start + shm_segment_size(shmid));
+    release(&frame, start, start + opal_mem_extents_shmat_len(start, shm_segment_size(shmid)));
     void *rc = var->chain.shmat(shmid, addr, flags);
     chain_done(&frame);
     return rc;
@@ -716,6 +722,7 @@ int opal_mem_hooks_install_intercepts(mca_patcher_base_style_t style)
     const bool by_address = MCA_PATCHER_BASE_STYLE_BY_ADDRESS == style;
     int rc = OPAL_SUCCESS;
     chain_frames_needed = false; /* set per target, before its patch goes live */
+    opal_mem_extents_init();
     /* Lookups that call dlopen come before the first patch: the dlopen we
      * reach may be another hooker's that re-patches every object after
      * each call (UCX's libucm), and a GOT patcher takes its slots back only

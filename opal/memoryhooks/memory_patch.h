@@ -6,6 +6,8 @@
  *   memory_variants.c           the variants of the intercepts: what each entry
  *                               point chains to, what it patched, which copy of
  *                               libc it serves (memory_variants.h)
+ *   memory_extents.c            how far a release reaches where the kernel rounds
+ *                               or looks further than the arguments (memory_extents.h)
  *   memory_alloc_intercepts.c   the allocator entry points (for a GOT patcher)
  *   memory_intercepts.c         the intercepts of munmap & co., per definition and copy
  *   memory_namespaces.c         the dlmopen namespaces' copies of libc, followed

@@ -24,14 +24,12 @@ static bool parse_line(const char *line, opal_proc_maps_entry_t *entry)
     }
     entry->prot = (p[1] == 'r' ? PROT_READ : 0) | (p[2] == 'w' ? PROT_WRITE : 0) |
                   (p[3] == 'x' ? PROT_EXEC : 0);
-    p += 5;
-    for (int field = 0; field < 2; field++) { /* skip offset and dev */
-        while (*p == ' ') {
-            p++;
-        }
-        while (*p && *p != ' ') {
-            p++;
-        }
+    entry->offset = strtoul(p + 5, &p, 16);
+    while (*p == ' ') { /* skip dev */
+        p++;
+    }
+    while (*p && *p != ' ') {
+        p++;
     }
     entry->inode = strtoul(p, &p, 10);
     while (*p == ' ') {
@@ -118,43 +116,67 @@ int opal_proc_maps_find(uintptr_t addr, opal_proc_maps_entry_t *entry)
     return find.found ? OPAL_SUCCESS : OPAL_ERR_NOT_FOUND;
 }
 
-typedef struct vmflag_arg_t {
+/* The line of smaps that begins with field, for the mapping that holds addr. */
+typedef struct smaps_find_t {
     uintptr_t addr;
-    const char *flag;
+    const char *field;
     bool in_mapping; /* the lines since the last header are addr's mapping's */
     bool found;
-} vmflag_arg_t;
+    char value[192]; /* the rest of that line (VmFlags has some 30 two-letter flags) */
+} smaps_find_t;
 
-/* smaps: a maps line heads each mapping, its "VmFlags: rd ex mr ..." line comes last. */
-static bool vmflag_line(const char *line, void *arg)
+/* smaps: a maps line heads each mapping, its "Name: value" lines follow, "VmFlags:" last. */
+static bool smaps_line(const char *line, void *arg)
 {
-    vmflag_arg_t *v = arg;
+    smaps_find_t *find = arg;
     opal_proc_maps_entry_t entry;
     if (parse_line(line, &entry)) {
-        if (entry.start > v->addr) {
+        if (entry.start > find->addr) {
             return false; /* past it: no mapping holds addr */
         }
-        v->in_mapping = v->addr < entry.end;
+        find->in_mapping = find->addr < entry.end;
         return true;
     }
-    if (!v->in_mapping || 0 != strncmp(line, "VmFlags:", 8)) {
+    if (!find->in_mapping) {
         return true;
     }
-    for (const char *p = line + 8; *p;) {
-        while (*p == ' ') {
-            p++;
-        }
-        size_t len = strcspn(p, " ");
-        v->found |= len == strlen(v->flag) && 0 == strncmp(p, v->flag, len);
-        p += len;
+    const size_t len = strlen(find->field);
+    if (0 == strncmp(line, find->field, len)) {
+        strncpy(find->value, line + len, sizeof(find->value) - 1);
+        find->found = true;
+        return false;
     }
-    return false; /* the mapping's last line */
+    return 0 != strncmp(line, "VmFlags:", 8); /* the mapping's last line */
+}
+
+static bool smaps_find(const char *smaps_path, smaps_find_t *find)
+{
+    return OPAL_SUCCESS ==
+               foreach_line(smaps_path ? smaps_path : "/proc/self/smaps", smaps_line, find) &&
+           find->found;
 }
 
 bool opal_proc_maps_vmflag(const char *smaps_path, uintptr_t addr, const char *flag)
 {
-    vmflag_arg_t v = {addr, flag, false, false};
-    return OPAL_SUCCESS ==
-               foreach_line(smaps_path ? smaps_path : "/proc/self/smaps", vmflag_line, &v) &&
-           v.found;
+    smaps_find_t find = {.addr = addr, .field = "VmFlags:"};
+    if (!smaps_find(smaps_path, &find)) {
+        return false;
+    }
+    for (const char *p = find.value; *p;) {
+        while (*p == ' ') {
+            p++;
+        }
+        size_t len = strcspn(p, " ");
+        if (len == strlen(flag) && 0 == strncmp(p, flag, len)) {
+            return true;
+        }
+        p += len;
+    }
+    return false;
+}
+
+size_t opal_proc_maps_page_size(const char *smaps_path, uintptr_t addr)
+{
+    smaps_find_t find = {.addr = addr, .field = "KernelPageSize:"};
+    return smaps_find(smaps_path, &find) ? (size_t) strtoul(find.value, NULL, 10) << 10 : 0;
 }

@@ -6,11 +6,13 @@
 #define OPAL_UTIL_PROC_MAPS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct opal_proc_maps_entry_t {
     uintptr_t start, end;
     int prot;                  /* PROT_* bits */
+    uintptr_t offset;          /* into the file (a SysV segment's mapping: into the segment) */
     unsigned long inode;       /* for a SysV shared memory mapping: its shmid */
     char path_start[16];       /* the first characters of the path column */
 } opal_proc_maps_entry_t;
@@ -31,5 +33,13 @@ int opal_proc_maps_find(uintptr_t addr, opal_proc_maps_entry_t *entry);
  * maps lookup.
  */
 bool opal_proc_maps_vmflag(const char *smaps_path, uintptr_t addr, const char *flag);
+
+/*
+ * The page size the kernel maps the mapping that holds addr with
+ * ("KernelPageSize:" in smaps: a hugetlb mapping's huge page; transparent
+ * huge pages do not change it), or 0 when it cannot be told.  As costly as
+ * opal_proc_maps_vmflag.
+ */
+size_t opal_proc_maps_page_size(const char *smaps_path, uintptr_t addr);
 
 #endif

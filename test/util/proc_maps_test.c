@@ -1,13 +1,15 @@
 /*
- * opal/util/proc_maps: a mapping's VmFlags from smaps (what maps does not
- * show, e.g. "bt" for an arm64 page guarded by BTI, which a patch's
- * mprotect must keep).  Against a written smaps text (the flags of the
- * mapping holding the address only, none for an address between mappings
- * or past the last one, whole flags only; addresses that fit 32 bits),
- * then natively against /proc/self/smaps: a private read-write page says
- * rd, wr and not ex; a read-only one rd and not wr.  qemu-user passes the
- * host's smaps through, so the second part is skipped there (the first
- * still runs).
+ * opal/util/proc_maps: a mapping's VmFlags and KernelPageSize from smaps
+ * (what maps does not show, e.g. "bt" for an arm64 page guarded by BTI,
+ * which a patch's mprotect must keep, or a hugetlb mapping's huge page).
+ * Against a written smaps text (the flags of the mapping holding the
+ * address only, none for an address between mappings or past the last
+ * one, whole flags only; addresses that fit 32 bits), then natively
+ * against /proc/self/smaps: a private read-write page says rd, wr and not
+ * ex, and the small page size; a read-only one rd and not wr; and the
+ * offset column of /proc/self/maps for a file mapped from its third page.
+ * qemu-user passes the host's smaps through, so the second part is
+ * skipped there (the first still runs).
  */
 #include "opal_config.h"
 
@@ -16,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "opal/constants.h"
 #include "opal/util/proc_maps.h"
 #include "test/support/emulated.h"
 #include "test/support/test_util.h"
@@ -26,6 +29,7 @@ static const char smaps_text[] = "400000-401000 r-xp 00000000 fe:00 12 /usr/bin/
                                  "VmFlags: rd ex mr mw me bt \n"
                                  "7f000000-7f002000 rw-p 00000000 00:00 0 \n"
                                  "Size:                  8 kB\n"
+                                 "KernelPageSize:     2048 kB\n"
                                  "VmFlags: rd wr mr mw me ac btx\n"
                                  "7f005000-7f006000 r-xp 00000000 fe:00 13 /usr/lib/libc.so.6\n"
                                  "VmFlags: rd ex mr mw me\n";
@@ -49,6 +53,11 @@ int main(void)
               "the last mapping's flags are wrong");
     CHECK_MSG(!opal_proc_maps_vmflag(path, 0x7f006000, "rd"), "past the last mapping has flags");
     CHECK(!opal_proc_maps_vmflag("/nonexistent/smaps", 0x400000, "rd"));
+    CHECK_MSG(2048 * 1024 == opal_proc_maps_page_size(path, 0x7f001000),
+              "the second mapping's KernelPageSize is not 2 MiB");
+    CHECK_MSG(0 == opal_proc_maps_page_size(path, 0x400000), "a page size where smaps gives none");
+    CHECK_MSG(0 == opal_proc_maps_page_size(path, 0x7f003000),
+              "a gap between mappings has a page size");
     unlink(path);
 
     if (test_emulated()) {
@@ -64,10 +73,26 @@ int main(void)
                   opal_proc_maps_vmflag(NULL, (uintptr_t) rw + page - 1, "wr") &&
                   !opal_proc_maps_vmflag(NULL, (uintptr_t) rw, "ex"),
               "a private read-write page's VmFlags are not rd wr without ex");
+    CHECK_MSG(page == opal_proc_maps_page_size(NULL, (uintptr_t) rw),
+              "a private read-write page's KernelPageSize is not the page size");
     CHECK_MSG(opal_proc_maps_vmflag(NULL, (uintptr_t) ro, "rd") &&
                   !opal_proc_maps_vmflag(NULL, (uintptr_t) ro, "wr"),
               "a read-only page's VmFlags are not rd without wr");
     munmap(rw, page);
     munmap(ro, page);
+
+    /* The offset column: a file of three pages mapped from its third. */
+    char file[] = "/tmp/proc_maps_test.XXXXXX";
+    fd = mkstemp(file);
+    CHECK(fd >= 0 && 0 == ftruncate(fd, (off_t) (3 * page)));
+    unsigned char *third = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, (off_t) (2 * page));
+    CHECK(MAP_FAILED != third);
+    opal_proc_maps_entry_t entry;
+    CHECK(OPAL_SUCCESS == opal_proc_maps_find((uintptr_t) third, &entry));
+    CHECK_MSG(2 * page == entry.offset, "the offset column read as %#lx, not %#zx",
+              (unsigned long) entry.offset, 2 * page);
+    munmap(third, page);
+    close(fd);
+    unlink(file);
     return test_finish("proc_maps_test");
 }
