@@ -22,9 +22,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/lib-names.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -115,17 +117,52 @@ ENTRY_INLINE void *reallocarray_common(opal_mem_variant_t *var, void *p, size_t 
 /* Defines intercept_reallocarray_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(reallocarray, void *, (void *p, size_t n, size_t size), (p, n, size))
 
+/* glibc's header of a non-main arena's heap, at its start: its arena, the
+ * heap before it, the size in use and the size made read-write. */
+typedef struct glibc_heap_info_t {
+    void *arena;
+    uintptr_t prev;
+    size_t size, mprotect_size;
+} glibc_heap_info_t;
+
+/*
+ * Where a non-main arena's heap starts in an anonymous read-write line, or
+ * 0.  Heaps start at a multiple of their maximum size: a line that starts
+ * there is taken as one (as it always was).  An anonymous mapping with the
+ * same flags right below a heap (MAP_NORESERVE, like glibc's own heaps,
+ * JVMs, Go) merges with it into a line that starts lower: then the first
+ * such multiple in the line is one if a heap header there is plausible.
+ */
+static uintptr_t arena_heap_in(const opal_proc_maps_entry_t *entry)
+{
+    if ('\0' != entry->path_start[0] || 0 != entry->inode || !(entry->prot & PROT_WRITE)) {
+        return 0;
+    }
+    const uintptr_t at = (entry->start + GLIBC_HEAP_MAX_SIZE - 1) & ~(GLIBC_HEAP_MAX_SIZE - 1);
+    if (at == entry->start) {
+        return at;
+    }
+    if (at >= entry->end || entry->end - at < opal_mem_hooks_page_size) {
+        return 0;
+    }
+    const glibc_heap_info_t *heap = (const glibc_heap_info_t *) at;
+    const bool plausible = heap->size <= heap->mprotect_size && 0 != heap->mprotect_size &&
+                           heap->mprotect_size <= entry->end - at &&
+                           0 == (heap->mprotect_size & (opal_mem_hooks_page_size - 1)) &&
+                           0 == (heap->prev & (GLIBC_HEAP_MAX_SIZE - 1));
+    return plausible ? at : 0;
+}
+
 static bool announce_trimmable(const opal_proc_maps_entry_t *entry, void *arg)
 {
     /* The brk heap: "[heap]" in the kernel's maps, and the mapping that
      * ends at the program break (qemu-user's emulated maps name it not). */
     const uintptr_t brk_end = *(const uintptr_t *) arg;
-    bool is_heap = 0 == strcmp(entry->path_start, "[heap]") ||
-                   (entry->start < brk_end && brk_end <= entry->end);
-    bool is_arena_heap = '\0' == entry->path_start[0] && 0 == entry->inode &&
-                         (entry->prot & PROT_WRITE) && 0 == (entry->start & (GLIBC_HEAP_MAX_SIZE - 1));
-    if (is_heap || is_arena_heap) {
-        opal_mem_hooks_dispatch(entry->start, entry->end - entry->start, false);
+    const bool is_heap = 0 == strcmp(entry->path_start, "[heap]") ||
+                         (entry->start < brk_end && brk_end <= entry->end);
+    const uintptr_t from = is_heap ? entry->start : arena_heap_in(entry);
+    if (0 != from) {
+        opal_mem_hooks_dispatch(from, entry->end - from, false);
     }
     return true;
 }
@@ -144,6 +181,35 @@ DEFINE_ENTRIES(malloc_trim, int, (size_t pad), (pad))
 
 /* The trim threshold the program asked for while trimming is held off. */
 static int program_trim_threshold = GLIBC_DEFAULT_TRIM_THRESHOLD;
+
+/* A number glibc takes for a size, up to end (a tunable's ':' or the string's end); -1 if none. */
+static long long trim_number(const char *text, char end)
+{
+    char *stop = NULL;
+    const unsigned long long n = NULL != text ? strtoull(text, &stop, 0) : 0;
+    if (NULL == text || stop == text || (*stop != end && *stop != '\0')) {
+        return -1;
+    }
+    return n > INT_MAX ? INT_MAX : (long long) n;
+}
+
+/*
+ * The threshold glibc started with: the tunable glibc.malloc.trim_threshold
+ * (GLIBC_TUNABLES), else its older name MALLOC_TRIM_THRESHOLD_, else the
+ * default.  One a program set with mallopt before our setup cannot be read
+ * back: the default (or the environment's) comes back at the last finalize.
+ */
+static int starting_trim_threshold(void)
+{
+    static const char tunable[] = "glibc.malloc.trim_threshold=";
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    const char *at = NULL != tunables ? strstr(tunables, tunable) : NULL;
+    long long n = NULL != at ? trim_number(at + sizeof(tunable) - 1, ':') : -1;
+    if (n < 0) {
+        n = trim_number(getenv("MALLOC_TRIM_THRESHOLD_"), '\0');
+    }
+    return n < 0 ? GLIBC_DEFAULT_TRIM_THRESHOLD : (int) n;
+}
 
 /*
  * A trim threshold would let free shrink the heap from inside libc, where
@@ -258,7 +324,7 @@ int opal_mem_hooks_install_alloc_intercepts(void)
     }
     /* Through the chain: our own mallopt may reach the intercept (linked into
      * the program, we share its GOT), which would take -1 for the program's. */
-    program_trim_threshold = GLIBC_DEFAULT_TRIM_THRESHOLD;
+    program_trim_threshold = starting_trim_threshold();
     global->chain.mallopt(M_TRIM_THRESHOLD, -1);
     installed = true;
     return OPAL_SUCCESS;
@@ -337,8 +403,9 @@ const char *opal_mem_hooks_alloc_tradeoff(void)
 {
     return installed ? "glibc malloc: free/realloc/malloc_trim intercepted to announce "
                        "libc-internal releases; automatic heap trimming is off "
-                       "(M_TRIM_THRESHOLD=-1, also when the program sets it: its value is "
-                       "applied at the last finalize) and glibc's dynamic mmap threshold is frozen; "
+                       "(M_TRIM_THRESHOLD=-1, also when the program sets it: its value, or "
+                       "the environment's, is applied at the last finalize) and glibc's dynamic "
+                       "mmap threshold is frozen; "
                        "a non-main arena heap freed entirely is unmapped unseen"
                      : NULL;
 }

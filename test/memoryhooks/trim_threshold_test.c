@@ -83,12 +83,49 @@ static void check_restored_without_mallopt(void)
     CHECK_MSG(heap_shrinks(), "after the last finalize free no longer trims the heap");
 }
 
+/*
+ * The same in a program started with a threshold in its environment
+ * (MALLOC_TRIM_THRESHOLD_, 1 GiB: no trimming here): that one must be back,
+ * not glibc's default.  Run as a new process, since glibc reads it at start.
+ */
+#define ENV_THRESHOLD "1073741824"
+
+static void env_threshold_child(void)
+{
+    CHECK_MSG(!heap_shrinks(), "free trims the heap under MALLOC_TRIM_THRESHOLD_=" ENV_THRESHOLD);
+    setenv("OMPI_MCA_patcher", "linux", 1);
+    CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
+    CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(on_release, NULL));
+    CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(on_release));
+    opal_finalize_util();
+    CHECK_MSG(!heap_shrinks(), "after the last finalize free trims the heap: glibc's default "
+                               "threshold put back, not the environment's (" ENV_THRESHOLD ")");
+    exit(test_failures ? 1 : 0);
+}
+
+static void check_environment_threshold_kept(char *self)
+{
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (0 == pid) {
+        setenv("MALLOC_TRIM_THRESHOLD_", ENV_THRESHOLD, 1);
+        char *args[] = {self, "--env-threshold", NULL};
+        test_execv("/proc/self/exe", args);
+        _exit(3);
+    }
+    test_child_ok(pid, "a program started with MALLOC_TRIM_THRESHOLD_", "(3: exec failed)");
+}
+
 int main(int argc, char **argv)
 {
     if (NULL != getenv("OPAL_TEST_SANITIZER")) {
         TEST_SKIP("a sanitizer's allocator neither grows nor trims the heap");
     }
+    if (2 == argc && 0 == strcmp(argv[1], "--env-threshold")) {
+        env_threshold_child();
+    }
     check_restored_without_mallopt();
+    check_environment_threshold_kept(argv[0]);
     if (OPAL_SUCCESS != opal_init_util(&argc, &argv)) {
         return 1;
     }
