@@ -50,8 +50,10 @@
  * starts prev_size bytes before the header. */
 #define GLIBC_IS_MMAPPED 0x2
 #define GLIBC_SIZE_BITS 0x7
-/* The size of a non-main arena's heap on LP64 (2 * DEFAULT_MMAP_THRESHOLD_MAX). */
-#define GLIBC_HEAP_MAX_SIZE (64UL << 20)
+/* The size of a non-main arena's heap, and its alignment: 2 *
+ * DEFAULT_MMAP_THRESHOLD_MAX, which is 4 MiB * sizeof(long) on 64-bit
+ * targets and 512 KiB on 32-bit ones. */
+#define GLIBC_HEAP_MAX_SIZE          (sizeof(long) >= 8 ? 8UL * 1024 * 1024 * sizeof(long) : 1UL << 20)
 #define GLIBC_DEFAULT_TRIM_THRESHOLD (128 * 1024)
 
 /* Each variant (memory_variants.h) chains to an allocator: the one callers

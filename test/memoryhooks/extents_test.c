@@ -26,6 +26,7 @@
 #include "opal/constants.h"
 #include "opal/memoryhooks/memory.h"
 #include "opal/runtime/opal.h"
+#include "test/support/emulated.h"
 #include "test/support/ranges.h"
 #include "test/support/test_util.h"
 
@@ -110,10 +111,16 @@ static void test_brk_below_heap(void)
     test_nranges = 0;
     CHECK(0 == brk((void *) (uintptr_t) PAGE)); /* glibc: 0, though nothing moved */
     CHECK(before == sbrk(0));
-    CHECK_MSG(0 == test_nranges,
-              "brk below the heap's start moved nothing, yet %d events (the "
-              "first [%#lx, %#lx))",
-              test_nranges, (unsigned long) test_range_start[0], (unsigned long) test_range_end[0]);
+    if (test_emulated()) {
+        printf("note: emulated: qemu-user keeps the break itself and /proc/self/stat has no "
+               "start_brk: an event for brk below the heap is not checked\n");
+    } else {
+        CHECK_MSG(0 == test_nranges,
+                  "brk below the heap's start moved nothing, yet %d events (the "
+                  "first [%#lx, %#lx))",
+                  test_nranges, (unsigned long) test_range_start[0],
+                  (unsigned long) test_range_end[0]);
+    }
     /* The control: a break grown by two pages and shrunk by one gives that page. */
     char *grown = sbrk((intptr_t) (2 * PAGE));
     CHECK((void *) -1 != grown);

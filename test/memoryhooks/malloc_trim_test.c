@@ -2,10 +2,11 @@
  * malloc_trim gives back the free chunks of every arena's heap (madvise
  * from inside libc, which a GOT patcher does not see: the intercept
  * announces the heaps it finds in /proc/self/maps).  A heap of another
- * thread's arena starts at a multiple of 64 MiB; an anonymous mapping with
- * the same flags right below it (MAP_NORESERVE, as glibc's own heaps, JVMs
- * and Go use) merges with it into one maps line that starts lower.  The
- * free chunks' pages must still be covered by an event.
+ * thread's arena starts at a multiple of 64 MiB (1 MiB on 32-bit targets);
+ * an anonymous mapping with the same flags right below it (MAP_NORESERVE,
+ * as glibc's own heaps, JVMs and Go use) merges with it into one maps line
+ * that starts lower.  The free chunks' pages must still be covered by an
+ * event.
  */
 #include "opal_config.h"
 
@@ -28,9 +29,10 @@
 #endif
 
 #define PAGE        ((size_t) sysconf(_SC_PAGESIZE))
-#define HEAP_ALIGN  ((uintptr_t) 64 << 20) /* glibc's HEAP_MAX_SIZE on 64-bit */
-#define CHUNKS      16
-#define CHUNK_BYTES (64 * 1024) /* under the mmap threshold: from the thread's arena */
+/* glibc's HEAP_MAX_SIZE: 64 MiB on 64-bit targets, 1 MiB on 32-bit ones. */
+#define HEAP_ALIGN  ((uintptr_t) (sizeof(long) >= 8 ? 64 << 20 : 1 << 20))
+#define CHUNKS      8
+#define CHUNK_BYTES (32 * 1024) /* under the mmap threshold: from the thread's arena */
 
 static char *chunks[CHUNKS];
 
@@ -52,9 +54,6 @@ int main(void)
 {
     if (NULL != getenv("OPAL_TEST_SANITIZER")) {
         TEST_SKIP("a sanitizer's allocator has no glibc arenas");
-    }
-    if (sizeof(void *) < 8) {
-        TEST_SKIP("glibc's heaps are 1 MiB-aligned on 32-bit: the test's layout is 64-bit's");
     }
     CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(test_ranges_record, NULL));
