@@ -446,6 +446,21 @@ bool mca_rcache_base_pgindex_visit_lockfree(pgindex_t *idx, uintptr_t first, uin
     return false;
 }
 
+void mca_rcache_base_pgindex_visit_all_lockfree(pgindex_t *idx, visit_fn_t fn, void *ctx)
+{
+    const table_t *t, *read = NULL;
+    while (read != (t = __atomic_load_n(&idx->table, __ATOMIC_ACQUIRE))) {
+        const size_t end = (size_t) SLOTS << t->bits;
+        for (size_t i = 0; i < end; i++) {
+            void *item = __atomic_load_n(&t->entry[i].item, __ATOMIC_ACQUIRE);
+            if (item) {
+                (void) fn(item, ctx);
+            }
+        }
+        read = t;
+    }
+}
+
 /* Is it in range, by the item's own copy of its range. */
 static int found_cb(void *item, void *ctx)
 {

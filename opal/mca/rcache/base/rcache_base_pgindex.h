@@ -400,6 +400,17 @@ bool mca_rcache_base_pgindex_visit_lockfree(mca_rcache_base_pgindex_t *idx, uint
                                             uintptr_t last, mca_rcache_base_pgindex_visit_fn_t fn,
                                             void *ctx, mca_rcache_base_pgindex_list_t *list);
 
+/*
+ * Every item of the index without the writer's lock, for a caller that
+ * cannot wait for it: best effort as covering() (an item a writer inserts
+ * or replaces meanwhile may be missed), and fn must validate each item it
+ * is given (range, state).  A rehash meanwhile is followed: the table that
+ * replaced the one read is read whole too (a replaced table stays until
+ * fini, its lines given back read as free slots).  Reads the whole table.
+ */
+void mca_rcache_base_pgindex_visit_all_lockfree(mca_rcache_base_pgindex_t *idx,
+                                                mca_rcache_base_pgindex_visit_fn_t fn, void *ctx);
+
 /* Under the writer's lock: no writer changed the index since *seq was read. */
 static inline bool mca_rcache_base_pgindex_unchanged(const mca_rcache_base_pgindex_t *idx,
                                                      uint32_t seq)

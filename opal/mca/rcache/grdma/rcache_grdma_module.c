@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -1264,6 +1265,26 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
 }
 
 /*
+ * How long a release event waits for the lock before it reads the whole
+ * index without it: longer than a writer's stretch, short of a rehash of a
+ * large index (which a whole read costs about as much as).
+ */
+#define RELEASE_WAIT_NS 1000000L
+
+/* Whether RELEASE_WAIT_NS passed since the first call (*since zero before it). */
+static bool waited_too_long(struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (0 == since->tv_sec && 0 == since->tv_nsec) {
+        *since = now;
+        return false;
+    }
+    return (now.tv_sec - since->tv_sec) * 1000000000L + (now.tv_nsec - since->tv_nsec) >
+           RELEASE_WAIT_NS;
+}
+
+/*
  * The walk of a release event that the lock-free one could not finish:
  * under the lock, but never waiting for fork().  glibc's fork takes its
  * allocator's locks after the prepare handlers, and grdma_atfork takes the
@@ -1272,16 +1293,26 @@ static int grdma_invalidate_range(mca_rcache_base_module_t *rcache, void *addr, 
  * waits for that arena.  A fork holds the lock without writing, so the walk
  * needs no lock then, and the parent's handler waits for it before letting
  * go.  Any other holder is a writer, for a short stretch: yield, try again.
+ * Unless it never lets go: the thread that this event interrupted from a
+ * signal handler (the lock's holder, in the middle of a write), or one that
+ * holds it while it waits for a released slot that this thread's
+ * interrupted event reserved (drain_released_slow).  So after
+ * RELEASE_WAIT_NS the walk reads the whole index without the lock instead.
  */
 static void release_walk_locked(grdma_t *m, struct marked *mk)
 {
     bool locked;
+    struct timespec since = {0, 0};
     while (!(locked = 0 == pthread_mutex_trylock(&m->lock))) {
         opal_readers_enter(&m->fork_walkers);
         if (__atomic_load_n(&m->forking, __ATOMIC_SEQ_CST)) {
             break;
         }
         opal_readers_leave(&m->fork_walkers);
+        if (waited_too_long(&since)) {
+            mca_rcache_base_pgindex_visit_all_lockfree(&m->index, mark_cb, mk);
+            return;
+        }
         sched_yield();
     }
     mca_rcache_base_pgindex_overlapping(&m->index, mk->low >> page_shift, mk->high >> page_shift,
