@@ -47,6 +47,9 @@ typedef struct mca_patcher_linux_hook_t {
      * what the intercept calls (set with the hook, never cleared). */
     uintptr_t defs[MCA_PATCHER_LINUX_MAX_DEFS];
     int ndefs;
+    /* The extent of the object that held defs[0] when the hook was made
+     * (both 0: code in no object). */
+    uintptr_t chain_start, chain_end;
     /* The function keeps state per copy of its library (the allocator): a
      * slot bound to another copy (a dlmopen namespace) must not be sent to
      * a chain that belongs to a different copy. */
@@ -62,6 +65,13 @@ typedef struct mca_patcher_linux_hook_t {
      * intercepts'). */
     mca_patcher_base_restore_fn_t restore;
 } mca_patcher_linux_hook_t;
+
+/* Whether addr lies in the object that held the hook's chain when it was made. */
+static inline bool mca_patcher_linux_in_chain_object(const mca_patcher_linux_hook_t *hook,
+                                                     uintptr_t addr)
+{
+    return addr >= hook->chain_start && addr < hook->chain_end;
+}
 
 /* --- loader: the loader's functions for our own lookups --- */
 
@@ -146,6 +156,9 @@ int mca_patcher_linux_got_chain(const char *symbol, uintptr_t new_addr, uintptr_
 int mca_patcher_linux_got_patch(mca_patcher_linux_hook_t *table, int n, int first, int count);
 /* The last got_patch met an object that the loader had not relocated yet and left it alone. */
 bool mca_patcher_linux_got_left_unrelocated(void);
+
+/* The extent of the PT_LOAD segments of the loaded object holding addr ([0, 0): none). */
+void mca_patcher_linux_got_object_extent(uintptr_t addr, uintptr_t *start, uintptr_t *end);
 
 /* How a slot's restore went. */
 typedef enum {

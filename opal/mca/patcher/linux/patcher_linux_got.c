@@ -234,23 +234,60 @@ bool mca_patcher_linux_got_left_unrelocated(void)
     return left_unrelocated;
 }
 
+/* The extent [start, end) of an object's PT_LOAD segments; start >= end: none. */
+static void load_extent(const struct dl_phdr_info *info, uintptr_t *start, uintptr_t *end)
+{
+    *start = UINTPTR_MAX;
+    *end = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (PT_LOAD == ph->p_type) {
+            const uintptr_t seg = info->dlpi_addr + ph->p_vaddr;
+            *start = seg < *start ? seg : *start;
+            *end = seg + ph->p_memsz > *end ? seg + ph->p_memsz : *end;
+        }
+    }
+}
+
+void mca_patcher_linux_got_object_extent(uintptr_t addr, uintptr_t *start, uintptr_t *end)
+{
+    Dl_info info;
+    struct link_map *map = NULL;
+    *start = *end = 0;
+    if (NULL == dladdr1 || 0 == dladdr1((void *) addr, &info, (void **) &map, RTLD_DL_LINKMAP) ||
+        NULL == map || NULL == info.dli_fbase) {
+        return;
+    }
+    /* Mapped at the start of the object, as foreach_object reads it. */
+    const ElfW(Ehdr) *ehdr = info.dli_fbase;
+    if (0 != memcmp(ehdr->e_ident, ELFMAG, SELFMAG)) {
+        return;
+    }
+    const struct dl_phdr_info pi = {
+        .dlpi_addr = map->l_addr,
+        .dlpi_phdr = (const ElfW(Phdr) *) ((uintptr_t) ehdr + ehdr->e_phoff),
+        .dlpi_phnum = ehdr->e_phnum,
+    };
+    load_extent(&pi, start, end);
+    if (*start >= *end) {
+        *start = *end = 0;
+    }
+}
+
 static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     got_scan_t *scan = arg;
     const uintptr_t base = info->dlpi_addr;
     const ElfW(Phdr) *dynph = NULL;
-    uintptr_t start = UINTPTR_MAX, end = 0;
+    uintptr_t start, end;
 
     if (OPAL_SUCCESS != scan->rc || is_vdso(info)) {
         return 0;
     }
+    load_extent(info, &start, &end);
     for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (PT_LOAD == ph->p_type) {
-            start = base + ph->p_vaddr < start ? base + ph->p_vaddr : start;
-            end = base + ph->p_vaddr + ph->p_memsz > end ? base + ph->p_vaddr + ph->p_memsz : end;
-        } else if (PT_DYNAMIC == ph->p_type) {
-            dynph = ph;
+        if (PT_DYNAMIC == info->dlpi_phdr[i].p_type) {
+            dynph = &info->dlpi_phdr[i];
         }
     }
     if (NULL == dynph || start >= end || (scan->skip_own && is_own(info, start, end))) {
@@ -728,10 +765,14 @@ static int patch_slot(const got_scan_t *scan, const got_table_t *table, const go
     if (0 == hook->only_def && claimed(table, hook, def)) {
         return OPAL_SUCCESS; /* a redirection of this very definition patches it */
     }
-    if (def != hook->defs[0] && hook->per_copy_state) {
+    /* Another definition in the very object of the chain is another
+     * version of the symbol (foo@V1 beside foo@@V2): a function of its own,
+     * which the intercept does not chain to. */
+    if (def != hook->defs[0] &&
+        (hook->per_copy_state || mca_patcher_linux_in_chain_object(hook, def))) {
         opal_output_verbose(VERBOSE, 10,
                             "patcher linux: leaving %s's slot at %p in %s alone: it reaches "
-                            "another copy of the function (%p, not %p)",
+                            "another copy or version of the function (%p, not %p)",
                             hook->symbol, (void *) slot->addr, scan->objects[slot->object].how,
                             (void *) def, (void *) hook->defs[0]);
         return OPAL_SUCCESS;

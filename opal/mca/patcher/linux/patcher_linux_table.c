@@ -132,6 +132,7 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
     hook->value = new_addr;
     hook->defs[0] = chain;
     hook->ndefs = 1;
+    mca_patcher_linux_got_object_extent(chain, &hook->chain_start, &hook->chain_end);
     hook->per_copy_state = has_per_copy_state(symbol);
     hook->only_def = only_def;
     hook->restore = restore;
