@@ -204,8 +204,11 @@ void mca_patcher_linux_retire(uintptr_t new_addr);
 /* Forget every redirection (patch_fini, after the last restore; lock held). */
 void mca_patcher_linux_table_clear(void);
 
-/* The intercept for a dlsym result, or the result itself (follows stacked hooks). */
-uintptr_t mca_patcher_linux_map_definition(uintptr_t addr);
+/*
+ * The intercept for a dlsym result, or the result itself (follows stacked
+ * hooks); caller: an address in the code that called dlsym.
+ */
+uintptr_t mca_patcher_linux_map_definition(uintptr_t addr, uintptr_t caller);
 
 /*
  * The definition, in namespace lmid, that slots redirected to intercept

@@ -132,9 +132,9 @@ static bool is_watcher(uintptr_t addr)
 }
 
 /* A definition our slots were redirected from: hand out the intercept instead. */
-static void *found(void *addr)
+static void *found(void *addr, const void *caller_ret)
 {
-    addr = (void *) mca_patcher_linux_map_definition((uintptr_t) addr);
+    addr = (void *) mca_patcher_linux_map_definition((uintptr_t) addr, (uintptr_t) caller_ret);
     if (__builtin_expect(is_watcher((uintptr_t) addr), 0)) {
         mca_patcher_linux_pin_self("a dl intercept was handed out by dlsym");
     }
@@ -146,7 +146,8 @@ static void *linux_dlsym(void *handle, const char *symbol)
     const void *ret = __builtin_return_address(0);
     return found(mca_patcher_base_dlsym_as(ret,
                                            (dlsym_fn_t) chain_for(MCA_PATCHER_LINUX_DLSYM, ret),
-                                           handle, symbol));
+                                           handle, symbol),
+                 ret);
 }
 
 static void *linux_dlvsym(void *handle, const char *symbol, const char *version)
@@ -154,7 +155,8 @@ static void *linux_dlvsym(void *handle, const char *symbol, const char *version)
     const void *ret = __builtin_return_address(0);
     return found(mca_patcher_base_dlvsym_as(ret,
                                             (dlvsym_fn_t) chain_for(MCA_PATCHER_LINUX_DLVSYM, ret),
-                                            handle, symbol, version));
+                                            handle, symbol, version),
+                 ret);
 }
 
 static const uintptr_t watchers[MCA_PATCHER_LINUX_DL_COUNT] = {

@@ -157,7 +157,7 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
     return rc;
 }
 
-uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
+uintptr_t mca_patcher_linux_map_definition(uintptr_t addr, uintptr_t caller)
 {
     if (0 == addr) {
         return addr;
@@ -173,7 +173,13 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr)
         }
         for (int d = 0; d < hook->ndefs && d < MCA_PATCHER_LINUX_MAX_DEFS; d++) {
             if (hook->defs[d] == addr) {
-                addr = hook->value;
+                /* Not for code in the chain's object (an interposer asking
+                 * for the definition after its own, dlsym(RTLD_NEXT)): the
+                 * intercept would call it again, and it would call the
+                 * intercept. */
+                if (!mca_patcher_linux_in_chain_object(hook, caller)) {
+                    addr = hook->value;
+                }
                 break;
             }
         }
