@@ -57,8 +57,9 @@ typedef struct mca_patcher_linux_hook_t {
     /* Nonzero: only slots that reach this definition are redirected (and
      * chain to it): patch_definition. */
     uintptr_t only_def;
-    /* No longer given to any slot (patch_retire); kept, since lock-free
-     * readers may be looking at it, and taken again by the same intercept. */
+    /* No longer given to any slot (patch_retire, or the object of its chain
+     * unloaded); kept, since lock-free readers may be looking at it, and
+     * taken again by the same intercept. */
     bool retired;
     /* The restore function of its slots' patch records: NULL for the GOT
      * floor's own, or one that calls it and learns how it went (the dl
@@ -169,6 +170,9 @@ typedef enum {
 
 /* Restore the slot of a patch record (a hook's restore function calls it). */
 mca_patcher_linux_slot_restore_t mca_patcher_linux_got_restore(mca_patcher_base_patch_t *patch);
+
+/* Restore the slots given to the hook (its records' restore functions run). */
+void mca_patcher_linux_got_restore_hook(const mca_patcher_linux_hook_t *hook);
 
 /* Forget (without writing) the patch records whose slots were unloaded. */
 void mca_patcher_linux_got_drop_unloaded(void);

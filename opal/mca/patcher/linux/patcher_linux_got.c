@@ -868,6 +868,19 @@ void mca_patcher_linux_got_drop_unloaded(void)
     mca_patcher_base_restore_patches(&mca_patcher_linux_module, slot_unloaded, NULL);
 }
 
+/* Filter for mca_patcher_base_restore_patches: a record of a slot given to the hook arg. */
+static bool slot_of_hook(mca_patcher_base_patch_t *patch, void *arg)
+{
+    const mca_patcher_linux_hook_t *hook = arg;
+    return patch->patch_value == hook->value && NULL != patch->patch_symbol &&
+           0 == strcmp(patch->patch_symbol, hook->symbol);
+}
+
+void mca_patcher_linux_got_restore_hook(const mca_patcher_linux_hook_t *hook)
+{
+    mca_patcher_base_restore_patches(&mca_patcher_linux_module, slot_of_hook, (void *) hook);
+}
+
 /* --- can this process be patched at all --- */
 
 static int find_dynamic(struct dl_phdr_info *info, size_t size, void *arg)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "opal/constants.h"
+#include "opal/mca/patcher/base/base.h"
 #include "opal/mca/patcher/linux/patcher_linux.h"
 #include "opal/util/output.h"
 #include "opal/util/readers.h"
@@ -295,6 +296,33 @@ void mca_patcher_linux_take_back(void)
     pthread_mutex_unlock(&lock);
 }
 
+/*
+ * The object that held the hook's chain is gone (its extent is no longer
+ * one object's): retire the hook (lock held).  Its intercept would call
+ * unmapped memory, or whatever was loaded there since.  Objects loaded
+ * from now on keep their slots, dlsym hands out the definitions, and the
+ * slots given to it that remain (in objects bound to another definition)
+ * get their old values back: every call reaches a live definition, past
+ * the intercept.
+ */
+static void retire_if_chain_unloaded(mca_patcher_linux_hook_t *hook)
+{
+    uintptr_t start, end;
+    if (0 == hook->chain_end || hook->retired) {
+        return;
+    }
+    mca_patcher_linux_got_object_extent(hook->defs[0], &start, &end);
+    if (start == hook->chain_start && end == hook->chain_end) {
+        return;
+    }
+    opal_output_verbose(opal_patcher_base_framework.framework_verbose, 10,
+                        "patcher linux: %s: the object of its chain %p was unloaded; no slot "
+                        "goes to %p any more",
+                        hook->symbol, (void *) hook->defs[0], (void *) hook->value);
+    __atomic_store_n(&hook->retired, true, __ATOMIC_RELEASE);
+    mca_patcher_linux_got_restore_hook(hook);
+}
+
 /* Forget the records and definitions of what was unloaded (lock held). */
 static void drop_unloaded(void)
 {
@@ -305,6 +333,7 @@ static void drop_unloaded(void)
      * addresses only. */
     for (int h = 0; h < nhooks; h++) {
         mca_patcher_linux_hook_t *hook = &hooks[h];
+        retire_if_chain_unloaded(hook);
         for (int d = 1; d < hook->ndefs && d < MCA_PATCHER_LINUX_MAX_DEFS; d++) {
             Dl_info info;
             if (0 != hook->defs[d] && 0 == dladdr((void *) hook->defs[d], &info)) {
