@@ -210,9 +210,10 @@ void mca_patcher_linux_table_clear(void);
 
 /*
  * The intercept for a dlsym result, or the result itself (follows stacked
- * hooks); caller: an address in the code that called dlsym.
+ * hooks); next_from: for an RTLD_NEXT lookup, an address in the code that
+ * made it (else 0): no intercept whose chain lies in that code's object.
  */
-uintptr_t mca_patcher_linux_map_definition(uintptr_t addr, uintptr_t caller);
+uintptr_t mca_patcher_linux_map_definition(uintptr_t addr, uintptr_t next_from);
 
 /*
  * The definition, in namespace lmid, that slots redirected to intercept

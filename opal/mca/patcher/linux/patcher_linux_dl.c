@@ -131,10 +131,16 @@ static bool is_watcher(uintptr_t addr)
     return false;
 }
 
-/* A definition our slots were redirected from: hand out the intercept instead. */
-static void *found(void *addr, const void *caller_ret)
+/*
+ * A definition our slots were redirected from: hand out the intercept
+ * instead.  Not for an RTLD_NEXT lookup made from the object of the
+ * intercept's chain (an interposer asking for the definition after its own):
+ * the intercept would call it back.
+ */
+static void *found(void *addr, void *handle, const void *caller_ret)
 {
-    addr = (void *) mca_patcher_linux_map_definition((uintptr_t) addr, (uintptr_t) caller_ret);
+    const uintptr_t next_from = RTLD_NEXT == handle ? (uintptr_t) caller_ret : 0;
+    addr = (void *) mca_patcher_linux_map_definition((uintptr_t) addr, next_from);
     if (__builtin_expect(is_watcher((uintptr_t) addr), 0)) {
         mca_patcher_linux_pin_self("a dl intercept was handed out by dlsym");
     }
@@ -147,7 +153,7 @@ static void *linux_dlsym(void *handle, const char *symbol)
     return found(mca_patcher_base_dlsym_as(ret,
                                            (dlsym_fn_t) chain_for(MCA_PATCHER_LINUX_DLSYM, ret),
                                            handle, symbol),
-                 ret);
+                 handle, ret);
 }
 
 static void *linux_dlvsym(void *handle, const char *symbol, const char *version)
@@ -156,7 +162,7 @@ static void *linux_dlvsym(void *handle, const char *symbol, const char *version)
     return found(mca_patcher_base_dlvsym_as(ret,
                                             (dlvsym_fn_t) chain_for(MCA_PATCHER_LINUX_DLVSYM, ret),
                                             handle, symbol, version),
-                 ret);
+                 handle, ret);
 }
 
 static const uintptr_t watchers[MCA_PATCHER_LINUX_DL_COUNT] = {

@@ -158,7 +158,7 @@ int mca_patcher_linux_hook_symbol(const char *symbol, uintptr_t new_addr, uintpt
     return rc;
 }
 
-uintptr_t mca_patcher_linux_map_definition(uintptr_t addr, uintptr_t caller)
+uintptr_t mca_patcher_linux_map_definition(uintptr_t addr, uintptr_t next_from)
 {
     if (0 == addr) {
         return addr;
@@ -174,11 +174,10 @@ uintptr_t mca_patcher_linux_map_definition(uintptr_t addr, uintptr_t caller)
         }
         for (int d = 0; d < hook->ndefs && d < MCA_PATCHER_LINUX_MAX_DEFS; d++) {
             if (hook->defs[d] == addr) {
-                /* Not for code in the chain's object (an interposer asking
-                 * for the definition after its own, dlsym(RTLD_NEXT)): the
-                 * intercept would call it again, and it would call the
-                 * intercept. */
-                if (!mca_patcher_linux_in_chain_object(hook, caller)) {
+                /* Not for an interposer asking for the definition after
+                 * its own (dlsym(RTLD_NEXT) from the chain's object): the
+                 * intercept would call it again, and it the intercept. */
+                if (!mca_patcher_linux_in_chain_object(hook, next_from)) {
                     addr = hook->value;
                 }
                 break;
@@ -315,10 +314,9 @@ static void retire_if_chain_unloaded(mca_patcher_linux_hook_t *hook)
     if (start == hook->chain_start && end == hook->chain_end) {
         return;
     }
-    opal_output_verbose(opal_patcher_base_framework.framework_verbose, 10,
-                        "patcher linux: %s: the object of its chain %p was unloaded; no slot "
-                        "goes to %p any more",
-                        hook->symbol, (void *) hook->defs[0], (void *) hook->value);
+    opal_output("patcher linux: %s: the object of its chain (%p) was unloaded: calls to %s "
+                "are no longer intercepted",
+                hook->symbol, (void *) hook->defs[0], hook->symbol);
     __atomic_store_n(&hook->retired, true, __ATOMIC_RELEASE);
     mca_patcher_linux_got_restore_hook(hook);
 }
