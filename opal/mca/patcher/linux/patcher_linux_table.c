@@ -7,6 +7,7 @@
 #include "opal_config.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
 #include <string.h>
 
@@ -314,9 +315,13 @@ static void retire_if_chain_unloaded(mca_patcher_linux_hook_t *hook)
     if (start == hook->chain_start && end == hook->chain_end) {
         return;
     }
-    opal_output("patcher linux: %s: the object of its chain (%p) was unloaded: calls to %s "
-                "are no longer intercepted",
-                hook->symbol, (void *) hook->defs[0], hook->symbol);
+    /* A hook of one definition (patch_definition: a dlmopen namespace's copy)
+     * ends with its copy, as its owner expects; the hook of a symbol does not. */
+    opal_output_verbose(opal_patcher_base_framework.framework_verbose,
+                        0 != hook->only_def ? 10 : INT_MIN,
+                        "patcher linux: %s: the object of its chain (%p) was unloaded: calls to "
+                        "%s are no longer intercepted",
+                        hook->symbol, (void *) hook->defs[0], hook->symbol);
     __atomic_store_n(&hook->retired, true, __ATOMIC_RELEASE);
     mca_patcher_linux_got_restore_hook(hook);
 }
