@@ -4,7 +4,8 @@
  *   - a range that runs past the end of the address space is refused with
  *     OPAL_ERR_BAD_PARAM: no registration with its bound below its base,
  *     no register_mem of a wrapped size, no invalidation that silently
- *     did nothing; a range ending at the last byte is a range;
+ *     did nothing; a range ending at the last byte is a range, unless its
+ *     pages are the whole address space (a size of 0);
  *   - CACHE_BYPASS with PERSIST is still never cached: deregistered with
  *     its last reference, never found; refused by the device, it leaves
  *     the cache's accounting as it was (rcache_grdma_max_bytes);
@@ -70,6 +71,8 @@ static void test_wrapping_ranges(void)
     check_refused(m, &dev, arena + page, SIZE_MAX, 0);
     check_refused(m, &dev, arena + 2 * page, (size_t) 0 - page, 0);
     check_refused(m, &dev, arena + 2 * page, (size_t) 0 - page, MCA_RCACHE_FLAGS_CACHE_BYPASS);
+    /* Up to the last byte from page 0: its pages are the whole address space, a size of 0. */
+    check_refused(m, &dev, (void *) 16, (size_t) 0 - 16, 0);
 
     /* Refused, not "done": the registration at arena is still cached. */
     int rc = m->rcache_invalidate_range(m, arena, SIZE_MAX);

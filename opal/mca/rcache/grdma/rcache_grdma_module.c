@@ -991,9 +991,12 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     *reg_out = NULL;
     /*
      * Checked here only: the hit path's lookup of such a range probes the
-     * top size class alone, where no registration is, and comes here.
+     * top size class alone, where no registration is, and comes here.  The
+     * pages of the whole address space are 2^64 bytes: a size_t of 0.
      */
-    if (range_wraps(addr, size)) {
+    uintptr_t base, bound;
+    page_range(addr, size, &base, &bound);
+    if (range_wraps(addr, size) || 0 == bound - base + 1) {
         return OPAL_ERR_BAD_PARAM;
     }
     if (!tried.tried) {
@@ -1004,8 +1007,6 @@ static __attribute__((noinline)) int register_slow(grdma_t *m, void *addr, size_
     }
     /* Taken out of the index in the locked section below (one lock for both), deregistered after. */
     reg_t *deferred = take_deferred(m);
-    uintptr_t base, bound;
-    page_range(addr, size, &base, &bound);
     bool bypass = flags & MCA_RCACHE_FLAGS_CACHE_BYPASS;
     struct lookup l;
     reg_t *reg = NULL;
