@@ -1,7 +1,10 @@
 /*
  * All or nothing: when one intercept cannot be installed, everything
  * already patched is undone and no support level is claimed.  We make the
- * last target (shmat) unpatchable for the overwrite component.
+ * last target (shmat) unpatchable for the overwrite component.  A claim
+ * made before (API.md: it lasts until the last finalize) outlives the
+ * failed setup; UCX_MEM_MMAP_HOOK_MODE=reloc makes the claim's UCX source
+ * refuse, so that our patches are what fails.
  */
 #include "opal_config.h"
 
@@ -34,12 +37,18 @@ int main(int argc, char **argv)
     test_unpatchable_t shmat_broken;
     test_make_unpatchable(&shmat_broken, "shmat"); /* the last target */
 
+    setenv("UCX_MEM_MMAP_HOOK_MODE", "reloc", 1);
+
     snapshot_t before;
     snapshot_take(&before);
     CHECK(OPAL_SUCCESS == opal_init_util(NULL, NULL));
+    CHECK(OPAL_SUCCESS == mca_patcher_base_claim("ucx"));
     CHECK(OPAL_ERR_NOT_SUPPORTED == opal_mem_hooks_register_release(callback, NULL));
     CHECK(0 == opal_mem_hooks_support_level());
     CHECK(NULL == mca_patcher_base_selected_name());
+    const char *claim = mca_patcher_base_claimed_style();
+    CHECK_MSG(NULL != claim && 0 == strcmp(claim, "ucx"), "the claim after the failed setup: %s",
+              claim ? claim : "gone");
     CHECK_MSG(0 == snapshot_diff(&before, "after the failed setup"), "a partial installation was left behind");
     opal_finalize_util();
 

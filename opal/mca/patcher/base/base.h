@@ -40,9 +40,13 @@ int mca_patcher_base_select(void);
 
 /*
  * Restore every patch, let the module clean up (patch_fini) and forget the
- * selection and the claim.  Idempotent.
+ * selection; a claim stays (a failed setup tried again keeps it).
+ * Idempotent.
  */
 void mca_patcher_base_fini(void);
+
+/* The framework's close (the last finalize): mca_patcher_base_fini, and the claim ends. */
+void mca_patcher_base_close(void);
 
 /*
  * A component that watches the loader (patch_watch_loader) calls

@@ -8,7 +8,7 @@
 
 static int patcher_base_close(void)
 {
-    mca_patcher_base_fini();
+    mca_patcher_base_close();
     return OPAL_SUCCESS;
 }
 

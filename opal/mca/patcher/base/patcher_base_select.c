@@ -173,5 +173,10 @@ void mca_patcher_base_fini(void)
     }
     selected_name = NULL;
     selected_style = MCA_PATCHER_BASE_STYLE_NONE;
+}
+
+void mca_patcher_base_close(void)
+{
+    mca_patcher_base_fini();
     claimed_style = NULL;
 }
