@@ -144,6 +144,10 @@ int opal_mem_hooks_register_release(opal_mem_hooks_callback_fn_t *func, void *cb
     pthread_mutex_lock(&hooks_lock);
     int rc = setup_locked();
     check_locked();
+    /* The check may have found the events lost (it said how): no callback then. */
+    if (OPAL_SUCCESS == rc && 0 == __atomic_load_n(&support_level, __ATOMIC_RELAXED)) {
+        rc = OPAL_ERR_NOT_SUPPORTED;
+    }
     if (OPAL_SUCCESS == rc) {
         rc = add_callback_locked(func, cbdata);
     }
