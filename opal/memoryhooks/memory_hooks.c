@@ -229,7 +229,7 @@ static void hooks_atfork_prepare(void)
 static void hooks_atfork_parent(void)
 {
     mca_patcher_base_atfork_parent();
-    pthread_mutex_unlock(&hooks_lock);
+    hooks_unlock(); /* a load in another thread meanwhile left its check to us (after_load) */
 }
 
 static void hooks_atfork_child(void)
