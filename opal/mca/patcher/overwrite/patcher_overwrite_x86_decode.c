@@ -363,6 +363,8 @@ size_t mca_patcher_x86_decode(const uint8_t *code, size_t avail, mca_patcher_x86
         }
     }
 
+    /* The Z immediate: 2 bytes with 0x66, unless REX.W makes the operand 64-bit (imm32). */
+    const size_t imm_z = opsize && !rexw ? 2 : 4;
     size_t imm = 0;
     if (flags & B) {
         imm += 1;
@@ -371,7 +373,7 @@ size_t mca_patcher_x86_decode(const uint8_t *code, size_t avail, mca_patcher_x86
         imm += 2;
     }
     if (flags & Z) {
-        imm += opsize ? 2 : 4;
+        imm += imm_z;
     }
     if (flags & V) {
         imm += rexw ? 8 : opsize ? 2 : 4;
@@ -383,7 +385,7 @@ size_t mca_patcher_x86_decode(const uint8_t *code, size_t avail, mca_patcher_x86
         } else if (op == 0xf6 && reg <= 1) {
             imm += 1;
         } else if (op == 0xf7 && reg <= 1) {
-            imm += opsize ? 2 : 4;
+            imm += imm_z; /* test */
         } else if (op == 0xc7 && modrm == 0xf8) {
             return invalid(insn); /* xbegin: a relative branch */
         } else if (op == 0xff && (reg == 4 || reg == 5)) {
