@@ -18,6 +18,8 @@
  *   call rel32       the mode's form (patcher_overwrite_x86_64.c, _i386.c)
  *   loop/jrcxz rel8  the same opcode to +2; jmp over the far jump; far jump
  * then jumps back to the first original instruction it did not displace.
+ * A call that ends inside the 5 bytes is declined: a thread in its callee
+ * when the jump is written would return into the middle of the jump.
  */
 #include "opal_config.h"
 
@@ -175,6 +177,11 @@ static int x86_relocate(uintptr_t code, unsigned char *tramp, uintptr_t tramp_ad
         n++;
         off += len;
         t += w;
+        if (insn.call && off < JUMP_SIZE) {
+            return mca_patcher_overwrite_decline_insn(
+                reason, reason_size, p, off - len, len,
+                "a call whose return address is inside the 5 bytes to patch");
+        }
         if ((insn.kind == MCA_PATCHER_X86_JMP || insn.kind == MCA_PATCHER_X86_JMP_IND) &&
             off < JUMP_SIZE) {
             return mca_patcher_overwrite_decline_insn(

@@ -328,6 +328,7 @@ size_t mca_patcher_x86_decode(const uint8_t *code, size_t avail, mca_patcher_x86
     } else if (map == 0 && (op == 0xe8 || op == 0xe9)) {
         rel_size = 4;
         insn->kind = op == 0xe8 ? MCA_PATCHER_X86_CALL : MCA_PATCHER_X86_JMP;
+        insn->call = op == 0xe8;
     } else if (map == 1 && op >= 0x80 && op <= 0x8f) {
         rel_size = 4;
         insn->kind = MCA_PATCHER_X86_JCC;
@@ -390,6 +391,8 @@ size_t mca_patcher_x86_decode(const uint8_t *code, size_t avail, mca_patcher_x86
             return invalid(insn); /* xbegin: a relative branch */
         } else if (op == 0xff && (reg == 4 || reg == 5)) {
             insn->kind = MCA_PATCHER_X86_JMP_IND;
+        } else if (op == 0xff && (reg == 2 || reg == 3)) {
+            insn->call = 1; /* through a register or memory */
         }
     }
     if (i + imm > avail) {

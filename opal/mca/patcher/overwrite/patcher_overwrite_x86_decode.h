@@ -43,6 +43,7 @@ typedef struct mca_patcher_x86_insn_t {
     uint8_t rel_size;   /* 1 or 4 */
     uint8_t cond;       /* JCC: condition code 0..15 */
     uint8_t riprel;     /* 1 when a memory operand is [rip + disp32] (RIPREL, JMP_IND, CALL_IND) */
+    uint8_t call;       /* 1 for a call (e8, ff /2, ff /3): it pushes the next address */
     int32_t rel;        /* the disp32 or the branch displacement, sign extended */
 } mca_patcher_x86_insn_t;
 

@@ -111,6 +111,8 @@ static const unsigned char int3_inside[] = {0x90, 0xcc, 0x90, 0x90, 0x90, 0xc3};
 static const unsigned char into_window[] = {0x90, 0x90, 0x75, 0xfd, 0x90, 0xc3}; /* jne +1 */
 static const unsigned char unknown_op[] = {0x90, 0x0f, 0x0f, 0xc0, 0xb4, 0x90, 0xc3}; /* 3DNow! */
 static const unsigned char jmp_short[] = {0xeb, 0x10, 0x90, 0x90, 0x90, 0xc3};
+/* call *%rax (*%eax): a thread in the callee would return to +2, inside the jump. */
+static const unsigned char call_inside[] = {0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3};
 /* PC-relative forms that are not relocated, in either mode. */
 static const unsigned char xbegin[] = {0xc7, 0xf8, 0x10, 0, 0, 0, 0x90, 0xc3};
 static const unsigned char jmp_rel16[] = {0x66, 0xe9, 0x10, 0, 0x90, 0x90, 0xc3};
@@ -243,6 +245,7 @@ static void reloc_arch_cases(code_page_t *cp, unsigned char *base)
     unsigned char *d_window = code_page_add(cp, into_window, sizeof(into_window), 0);
     unsigned char *d_unknown = code_page_add(cp, unknown_op, sizeof(unknown_op), 0);
     unsigned char *d_jmp = code_page_add(cp, jmp_short, sizeof(jmp_short), 0);
+    unsigned char *d_call = code_page_add(cp, call_inside, sizeof(call_inside), 0);
     unsigned char *d_xbegin = code_page_add(cp, xbegin, sizeof(xbegin), 0);
     unsigned char *d_rel16 = code_page_add(cp, jmp_rel16, sizeof(jmp_rel16), 0);
     code_page_seal(cp);
@@ -275,6 +278,8 @@ static void reloc_arch_cases(code_page_t *cp, unsigned char *base)
     check_decline("branch into the window", d_window, "instruction at +2 (75 fd)");
     check_decline("unknown opcode", d_unknown, "instruction at +1 (0f 0f c0 b4)");
     check_decline("jmp rel8 ends it early", d_jmp, "instruction at +0 (eb 10)");
+    check_decline("a call returning inside the window", d_call,
+                  "return address is inside the 5 bytes to patch: instruction at +0 (ff d0)");
     check_decline("xbegin (PC-relative)", d_xbegin, "instruction at +0 (c7 f8 10 00)");
     check_decline("jmp rel16 (PC-relative)", d_rel16, "instruction at +0 (66 e9 10 00)");
 }
