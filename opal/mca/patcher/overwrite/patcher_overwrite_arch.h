@@ -114,6 +114,9 @@ int mca_patcher_overwrite_decline_words(char *reason, size_t size, uintptr_t cod
 /* Whether [addr, addr + len) lies in one readable mapping (/proc/self/maps). */
 bool mca_patcher_overwrite_readable(uintptr_t addr, size_t len);
 
+/* How many of the max bytes from addr on its mapping holds, if readable (else 0). */
+size_t mca_patcher_overwrite_readable_bytes(uintptr_t addr, size_t max);
+
 /*
  * For relocate, after the walk: declined (as above) if a displaced branch
  * (targets[k], 0 for none, of the k-th of n instructions, which start at

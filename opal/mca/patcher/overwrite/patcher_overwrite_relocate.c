@@ -43,11 +43,18 @@ int mca_patcher_overwrite_decline_words(char *reason, size_t size, uintptr_t cod
     return decline_hex(reason, size, why, code, 0, words, true);
 }
 
-bool mca_patcher_overwrite_readable(uintptr_t addr, size_t len)
+size_t mca_patcher_overwrite_readable_bytes(uintptr_t addr, size_t max)
 {
     opal_proc_maps_entry_t e;
-    return OPAL_SUCCESS == opal_proc_maps_find(addr, &e) && (e.prot & PROT_READ) &&
-           addr + len <= e.end;
+    if (OPAL_SUCCESS != opal_proc_maps_find(addr, &e) || !(e.prot & PROT_READ)) {
+        return 0;
+    }
+    return e.end - addr < max ? (size_t) (e.end - addr) : max;
+}
+
+bool mca_patcher_overwrite_readable(uintptr_t addr, size_t len)
+{
+    return mca_patcher_overwrite_readable_bytes(addr, len) == len;
 }
 
 int mca_patcher_overwrite_check_targets(uintptr_t code, size_t window, const uint8_t *insn_offset,

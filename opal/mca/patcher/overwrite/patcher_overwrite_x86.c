@@ -31,14 +31,18 @@
 #include "opal/mca/patcher/overwrite/patcher_overwrite_x86.h"
 #include "opal/mca/patcher/overwrite/patcher_overwrite_x86_decode.h"
 
-#define JUMP_SIZE     5 /* jmp rel32 */
+#define JUMP_SIZE     5  /* jmp rel32 */
+#define MAX_INSN_SIZE 15 /* the longest x86 instruction */
 #define FAR_JUMP_SIZE MCA_PATCHER_OVERWRITE_X86_FAR_JUMP_SIZE
 
 static const unsigned char endbr[4] = {MCA_PATCHER_OVERWRITE_X86_PAD_BYTES};
 
 static size_t x86_patch_offset(uintptr_t func)
 {
-    return memcmp((const void *) func, endbr, sizeof(endbr)) == 0 ? sizeof(endbr) : 0;
+    /* func may be any address from the API: its mapping may end within the 4 bytes. */
+    const bool pad = mca_patcher_overwrite_readable(func, sizeof(endbr)) &&
+                     memcmp((const void *) func, endbr, sizeof(endbr)) == 0;
+    return pad ? sizeof(endbr) : 0;
 }
 
 static bool fits_rel32(intptr_t d)
@@ -149,13 +153,26 @@ static int x86_relocate(uintptr_t code, unsigned char *tramp, uintptr_t tramp_ad
     size_t off = 0, t = 0;
     unsigned n = 0;
 
+    /* The walk reads no byte past code's mapping (the last instruction may start at +4). */
+    const size_t readable = mca_patcher_overwrite_readable_bytes(code,
+                                                                 JUMP_SIZE - 1 + MAX_INSN_SIZE);
+
     memset(reloc, 0, sizeof(*reloc));
+    if (readable < JUMP_SIZE) {
+        return mca_patcher_overwrite_decline_insn(
+            reason, reason_size, p, 0, readable,
+            "function too short: its mapping ends within the 5 bytes to patch");
+    }
     while (off < JUMP_SIZE) {
         mca_patcher_x86_insn_t insn;
-        size_t len = mca_patcher_x86_decode(p + off, 15, MCA_PATCHER_X86_NATIVE_MODE, &insn);
+        const size_t left = readable - off;
+        size_t len = mca_patcher_x86_decode(p + off, left, MCA_PATCHER_X86_NATIVE_MODE, &insn);
         if (len == 0) {
-            return mca_patcher_overwrite_decline_insn(reason, reason_size, p, off, 4,
-                                                      "unknown or unsupported instruction");
+            return mca_patcher_overwrite_decline_insn(
+                reason, reason_size, p, off, left < 4 ? left : 4,
+                left < MAX_INSN_SIZE
+                    ? "unknown or unsupported instruction, or one cut short by its mapping's end"
+                    : "unknown or unsupported instruction");
         }
         if (insn.kind == MCA_PATCHER_X86_END) {
             return mca_patcher_overwrite_decline_insn(

@@ -9,6 +9,9 @@
  * 3. a readable page that is not executable, holding a function's bytes:
  *    data, not code (the component wrote its jump there, and the page came
  *    back executable)
+ * 4. (x86) code whose mapping ends within the 5 bytes of the jump, a
+ *    PROT_NONE page next: 2 bytes (nop; nop), and an endbr (the patch point
+ *    at the mapping's end).  The component read past the end (SIGSEGV).
  *
  * Each runs in a child of its own, so that a crash fails that case only.
  */
@@ -18,6 +21,9 @@
 #include <sys/syscall.h>
 
 #include "opal/util/proc_maps.h"
+#if defined(__x86_64__) || defined(__i386__)
+#    include "opal/mca/patcher/overwrite/patcher_overwrite_x86.h"
+#endif
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
 #include "test/support/capture.h"
 
@@ -29,10 +35,17 @@ static long intercept(long a)
     return ((long (*)(long)) chain)(a);
 }
 
-/* In a child: patch at addr, which must decline, saying so, and leave the
- * page's protection as it was (when mapped). */
-static int declined(uintptr_t addr, bool mapped, int prot)
+/* In a child: patch at addr, which must decline, saying why (says, when
+ * given), and leave the page's protection and readable bytes as they were
+ * (when mapped). */
+static int declined(uintptr_t addr, bool mapped, int prot, const char *says)
 {
+    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    unsigned char before[16];
+    size_t n = mapped && (prot & PROT_READ) ? page - (addr & (page - 1)) : 0;
+    n = n < sizeof(before) ? n : sizeof(before);
+    memcpy(before, (const void *) addr, n);
+
     test_capture_t cap;
     test_capture_begin(&cap);
     int rc = patcher->patch_address_chain(addr, (uintptr_t) intercept, &chain);
@@ -41,8 +54,9 @@ static int declined(uintptr_t addr, bool mapped, int prot)
         fprintf(stderr, "patched\n");
         return 2;
     }
-    if (NULL == strstr(said, "cannot patch")) {
-        fprintf(stderr, "declined (%d) without saying why: '%s'\n", rc, said);
+    const char *why = says ? says : "cannot patch";
+    if (NULL == strstr(said, "cannot patch") || NULL == strstr(said, why)) {
+        fprintf(stderr, "declined (%d) without saying '%s': '%s'\n", rc, why, said);
         return 3;
     }
     opal_proc_maps_entry_t e;
@@ -50,16 +64,22 @@ static int declined(uintptr_t addr, bool mapped, int prot)
         fprintf(stderr, "the page's protection changed\n");
         return 4;
     }
+    if (0 != memcmp(before, (const void *) addr, n)) {
+        fprintf(stderr, "the bytes changed\n");
+        return 5;
+    }
     return 0;
 }
 
-static void check_declined(const char *what, uintptr_t addr, bool mapped, int prot)
+static void check_declined(const char *what, uintptr_t addr, bool mapped, int prot,
+                           const char *says)
 {
     const pid_t pid = fork();
     if (0 == pid) {
-        _exit(declined(addr, mapped, prot));
+        _exit(declined(addr, mapped, prot, says));
     }
-    test_child_ok(pid, what, "(2: patched, 3: no message, 4: protection changed)");
+    test_child_ok(pid, what,
+                  "(2: patched, 3: no message, 4: protection changed, 5: bytes changed)");
 }
 
 /* A fresh page with prot, holding a function's bytes. */
@@ -74,6 +94,22 @@ static uintptr_t page_with(int prot)
     return (uintptr_t) p;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* 4: bytes at the end of an executable page, a PROT_NONE page after it. */
+static void check_page_end(const char *what, const unsigned char *bytes, size_t len)
+{
+    const size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    unsigned char *p = (unsigned char *) test_raw_mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+                                                       MAP_PRIVATE | MAP_ANONYMOUS);
+    CHECK(MAP_FAILED != (void *) p);
+    memcpy(p + page - len, bytes, len);
+    CHECK(0 == syscall(SYS_mprotect, p, page, PROT_READ | PROT_EXEC));
+    CHECK(0 == syscall(SYS_mprotect, p + page, page, PROT_NONE));
+    check_declined(what, (uintptr_t) (p + page - len), true, PROT_READ | PROT_EXEC,
+                   "function too short: its mapping ends within the 5 bytes to patch");
+}
+#endif
+
 int main(void)
 {
     patcher = overwrite_test_setup();
@@ -81,9 +117,15 @@ int main(void)
 
     const uintptr_t gone = page_with(PROT_READ);
     CHECK(0 == syscall(SYS_munmap, gone, page));
-    check_declined("1 (an unmapped page)", gone, false, 0);
-    check_declined("2 (PROT_NONE)", page_with(PROT_NONE), true, PROT_NONE);
-    check_declined("3 (readable, not executable)", page_with(PROT_READ), true, PROT_READ);
+    check_declined("1 (an unmapped page)", gone, false, 0, NULL);
+    check_declined("2 (PROT_NONE)", page_with(PROT_NONE), true, PROT_NONE, NULL);
+    check_declined("3 (readable, not executable)", page_with(PROT_READ), true, PROT_READ, NULL);
+#if defined(__x86_64__) || defined(__i386__)
+    static const unsigned char nops[] = {0x90, 0x90};
+    static const unsigned char pad[] = {MCA_PATCHER_OVERWRITE_X86_PAD_BYTES};
+    check_page_end("4 (nop; nop, then a PROT_NONE page)", nops, sizeof(nops));
+    check_page_end("4 (an endbr, then a PROT_NONE page)", pad, sizeof(pad));
+#endif
 
     opal_finalize_util();
     return test_finish("overwrite_bad_input_test");
