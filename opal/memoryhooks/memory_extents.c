@@ -5,7 +5,8 @@
  *
  *  - mmap rounds the length up to the huge page for MAP_HUGETLB (the size
  *    in the flags' MAP_HUGE_SHIFT bits, else the default one) and for a file
- *    on hugetlbfs (its block size); MAP_FIXED replaces all of that;
+ *    on hugetlbfs (its block size); MAP_FIXED replaces all of that, and
+ *    refuses an address that is not aligned to that huge page;
  *  - mremap rounds both lengths up to the huge page of a hugetlb mapping;
  *  - shmat maps the whole segment, and a SHM_HUGETLB segment's mapping is
  *    its size rounded up to the huge page (the segment does not say which
@@ -21,9 +22,11 @@
  */
 #include "opal_config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -45,6 +48,8 @@
 
 uintptr_t opal_mem_extents_heap_start = 0;
 size_t opal_mem_extents_huge_page = 0;
+/* The smallest huge page of any size the kernel offers (0: none). */
+static size_t smallest_huge_page = 0;
 
 /* The start of a /proc file into buf, a string (empty when it cannot be read). */
 static void read_start(const char *path, char *buf, size_t size)
@@ -80,6 +85,30 @@ static size_t meminfo_huge_page(void)
     return p ? (size_t) strtoul(p + 13, NULL, 10) << 10 : 0;
 }
 
+/*
+ * The smallest of the sizes in /sys/kernel/mm/hugepages ("hugepages-64kB",
+ * "hugepages-2048kB", ...; the default one need not be the smallest).  With
+ * hugetlb but no sysfs to read it from: the small page, so that every
+ * address is taken for a possible huge one.
+ */
+static size_t smallest_huge(size_t default_huge)
+{
+    DIR *dir = default_huge ? opendir("/sys/kernel/mm/hugepages") : NULL;
+    if (NULL == dir) {
+        return default_huge ? (size_t) sysconf(_SC_PAGESIZE) : 0;
+    }
+    size_t smallest = default_huge;
+    for (struct dirent *e; NULL != (e = readdir(dir));) {
+        unsigned long kib;
+        if (1 == sscanf(e->d_name, "hugepages-%lukB", &kib) && 0 != kib &&
+            (size_t) kib << 10 < smallest) {
+            smallest = (size_t) kib << 10;
+        }
+    }
+    closedir(dir);
+    return smallest;
+}
+
 void opal_mem_extents_init(void)
 {
     const int saved_errno = errno;
@@ -89,6 +118,7 @@ void opal_mem_extents_init(void)
     const uintptr_t start_brk = self_stat_field(47);
     opal_mem_extents_heap_start = start_brk <= (uintptr_t) syscall(SYS_brk, 0) ? start_brk : 0;
     opal_mem_extents_huge_page = meminfo_huge_page();
+    smallest_huge_page = smallest_huge(opal_mem_extents_huge_page);
     errno = saved_errno;
 }
 
@@ -97,7 +127,7 @@ static size_t round_up(size_t len, size_t unit)
     return unit ? (len + unit - 1) & ~(unit - 1) : len;
 }
 
-size_t opal_mem_extents_mmap_len(size_t len, int flags, int fd)
+size_t opal_mem_extents_mmap_len(uintptr_t addr, size_t len, int flags, int fd)
 {
     if (flags & MAP_ANONYMOUS) {
         if (!(flags & MAP_HUGETLB)) {
@@ -105,6 +135,13 @@ size_t opal_mem_extents_mmap_len(size_t len, int flags, int fd)
         }
         const int log = (flags >> MAP_HUGE_SHIFT) & MAP_HUGE_LOG_MASK;
         return round_up(len, log ? (size_t) 1 << log : opal_mem_extents_huge_page);
+    }
+    /* hugetlbfs takes a MAP_FIXED address only where it is aligned to the
+     * file's huge page: one that no huge page size divides is a small-page
+     * file's, and the hook path makes no fstatfs for it. */
+    const size_t unit = smallest_huge_page;
+    if (0 == unit || 0 != (addr & (unit - 1))) {
+        return len;
     }
     const int saved_errno = errno;
     struct statfs fs;

@@ -17,9 +17,10 @@
 /* Read what the extents need from /proc (the default huge page, the heap's start): at install. */
 void opal_mem_extents_init(void) OPAL_MEM_HOOKS_HIDDEN;
 
-/* The length mmap(MAP_FIXED) replaces: len, up to the huge page of MAP_HUGETLB or a hugetlbfs fd.
- */
-size_t opal_mem_extents_mmap_len(size_t len, int flags, int fd) OPAL_MEM_HOOKS_HIDDEN;
+/* The length mmap(MAP_FIXED) at addr replaces: len, up to the huge page of MAP_HUGETLB or a
+ * hugetlbfs fd (asked of the fd only where addr is aligned to some huge page). */
+size_t opal_mem_extents_mmap_len(uintptr_t addr, size_t len, int flags,
+                                 int fd) OPAL_MEM_HOOKS_HIDDEN;
 
 /* The default huge page size (0: no hugetlb here, or not known). */
 extern size_t opal_mem_extents_huge_page OPAL_MEM_HOOKS_HIDDEN;

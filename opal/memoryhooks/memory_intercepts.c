@@ -318,7 +318,8 @@ static OPAL_COLD void *mmap_framed(opal_mem_variant_t *var, void *addr, size_t l
                                    int flags, int fd, off_t off)
 {
     chain_frame_t frame;
-    release(&frame, (uintptr_t) addr, (uintptr_t) addr + opal_mem_extents_mmap_len(len, flags, fd));
+    release(&frame, (uintptr_t) addr,
+            (uintptr_t) addr + opal_mem_extents_mmap_len((uintptr_t) addr, len, flags, fd));
     void *rc = var->chain.mmap(addr, len, prot, flags, fd, off);
     chain_done(&frame);
     return rc;
@@ -349,7 +350,8 @@ static OPAL_COLD void *mmap64_framed(opal_mem_variant_t *var, void *addr, size_t
                                      int flags, int fd, off64_t off)
 {
     chain_frame_t frame;
-    release(&frame, (uintptr_t) addr, (uintptr_t) addr + opal_mem_extents_mmap_len(len, flags, fd));
+    release(&frame, (uintptr_t) addr,
+            (uintptr_t) addr + opal_mem_extents_mmap_len((uintptr_t) addr, len, flags, fd));
     void *rc = var->chain.mmap64(addr, len, prot, flags, fd, off);
     chain_done(&frame);
     return rc;
