@@ -649,19 +649,42 @@ static uintptr_t every_slot_value(const got_table_t *table, const char *symbol)
     return 0;
 }
 
-/* Our record of the slot at addr, or NULL. */
-static mca_patcher_base_patch_t *find_record(uintptr_t addr)
+/*
+ * What a pass reads of our record of a slot, copied under the list's lock:
+ * the base's restore at finalize (mca_patcher_base_fini) runs without the
+ * table's lock that a pass holds, and frees a record once it is undone.
+ */
+typedef struct slot_record_t {
+    const char *symbol, *how;
+    uintptr_t value, orig;
+} slot_record_t;
+
+/* Our record of the slot at addr (the list's lock held), or NULL. */
+static mca_patcher_base_patch_t *listed_record(uintptr_t addr)
 {
-    mca_patcher_base_module_t *module = &mca_patcher_linux_module;
     mca_patcher_base_patch_t *patch, *found = NULL;
-    pthread_mutex_lock(&module->patch_list_mutex);
-    OPAL_LIST_FOREACH (patch, &module->patch_list, mca_patcher_base_patch_t) {
+    OPAL_LIST_FOREACH (patch, &mca_patcher_linux_module.patch_list, mca_patcher_base_patch_t) {
         if (patch->patch_orig == addr) {
             found = patch;
         }
     }
-    pthread_mutex_unlock(&module->patch_list_mutex);
     return found;
+}
+
+/* A copy of our record of the slot at addr into *copy; false if there is none. */
+static bool find_record(uintptr_t addr, slot_record_t *copy)
+{
+    mca_patcher_base_module_t *module = &mca_patcher_linux_module;
+    pthread_mutex_lock(&module->patch_list_mutex);
+    const mca_patcher_base_patch_t *record = listed_record(addr);
+    if (NULL != record) {
+        *copy = (slot_record_t){.symbol = record->patch_symbol,
+                                .how = record->patch_how,
+                                .value = record->patch_value};
+        memcpy(&copy->orig, record->patch_orig_data, sizeof(copy->orig));
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+    return NULL != record;
 }
 
 static bool known_definition(const mca_patcher_linux_hook_t *hook, uintptr_t def)
@@ -691,34 +714,50 @@ static bool claimed(const got_table_t *table, const mca_patcher_linux_hook_t *ho
 }
 
 /*
+ * The hook's value into a slot we patched before, while our record of it
+ * is still listed as copied: else a restore in another thread undid it
+ * meanwhile (the slot holds its original again), and a write now would
+ * leave a slot patched that no record restores.  The list's lock is held
+ * across the write, as a restore holds it across its own.  take: the
+ * record becomes the hook's (the hook of one definition takes it over).
+ */
+static int rewrite_recorded(const got_slot_t *slot, const mca_patcher_linux_hook_t *hook,
+                            const slot_record_t *copy, bool take, bool *wrote)
+{
+    mca_patcher_base_module_t *module = &mca_patcher_linux_module;
+    int rc = OPAL_SUCCESS;
+    pthread_mutex_lock(&module->patch_list_mutex);
+    mca_patcher_base_patch_t *record = listed_record(slot->addr);
+    if (NULL != record && record->patch_value == copy->value) {
+        rc = got_write(slot->addr, hook->value, hook->symbol);
+        *wrote |= OPAL_SUCCESS == rc;
+        if (OPAL_SUCCESS == rc && take) {
+            record->patch_value = hook->value;
+            record->patch_chain = hook->only_def;
+            memcpy(record->patch_data, &hook->value, sizeof(hook->value));
+        }
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+    return rc;
+}
+
+/*
  * A slot we patched already, for a hook of one definition: if our hook of
  * every slot of the symbol holds it, and its original value reaches that
  * definition, it becomes this hook's (the same record: what is restored
  * stays the original value).  Anything else is left as it is.
  */
 static int take_over(const got_scan_t *scan, const got_table_t *table, const got_slot_t *slot,
-                     mca_patcher_linux_hook_t *hook, mca_patcher_base_patch_t *record, bool *wrote)
+                     mca_patcher_linux_hook_t *hook, const slot_record_t *copy, bool *wrote)
 {
-    uintptr_t orig;
-    memcpy(&orig, record->patch_orig_data, sizeof(orig));
-    mca_patcher_base_module_t *module = &mca_patcher_linux_module;
-    if (0 != strcmp(record->patch_symbol, hook->symbol) ||
-        record->patch_value != every_slot_value(table, hook->symbol) ||
-        slot_definition(scan, slot, orig, hook->symbol) != hook->only_def) {
+    if (0 != strcmp(copy->symbol, hook->symbol) ||
+        copy->value != every_slot_value(table, hook->symbol) ||
+        slot_definition(scan, slot, copy->orig, hook->symbol) != hook->only_def) {
         return OPAL_SUCCESS;
     }
-    pthread_mutex_lock(&module->patch_list_mutex); /* against a restore in another thread */
-    int rc = got_write(slot->addr, hook->value, hook->symbol);
-    if (OPAL_SUCCESS == rc) {
-        record->patch_value = hook->value;
-        record->patch_chain = hook->only_def;
-        memcpy(record->patch_data, &hook->value, sizeof(hook->value));
-        *wrote = true;
-    }
-    pthread_mutex_unlock(&module->patch_list_mutex);
     opal_output_verbose(VERBOSE, 20, "patcher linux: %s: %s at %p -> %p (its own copy's)",
-                        hook->symbol, record->patch_how, (void *) slot->addr, (void *) hook->value);
-    return rc;
+                        hook->symbol, copy->how, (void *) slot->addr, (void *) hook->value);
+    return rewrite_recorded(slot, hook, copy, true, wrote);
 }
 
 /* Patch one slot; *wrote tells whether it was written. */
@@ -729,11 +768,12 @@ static int patch_slot(const got_scan_t *scan, const got_table_t *table, const go
     if (value == hook->value || hook->retired) {
         return OPAL_SUCCESS; /* patched already (or listed twice) */
     }
-    mca_patcher_base_patch_t *record = find_record(slot->addr);
-    if (NULL != record && 0 != hook->only_def) {
-        return take_over(scan, table, slot, hook, record, wrote);
+    slot_record_t record;
+    const bool ours = find_record(slot->addr, &record);
+    if (ours && 0 != hook->only_def) {
+        return take_over(scan, table, slot, hook, &record, wrote);
     }
-    if (NULL != record) {
+    if (ours) {
         /* We patched this slot and someone wrote it since.  Back to what we
          * chain to (a hooker re-applying its patches, UCX's libucm after
          * every dlopen): put ourselves in front again, the chain is the
@@ -743,17 +783,14 @@ static int patch_slot(const got_scan_t *scan, const got_table_t *table, const go
             opal_output_verbose(VERBOSE, 20,
                                 "patcher linux: %s: %s at %p holds %p now, another hooker's: "
                                 "left to it",
-                                hook->symbol, record->patch_how, (void *) slot->addr,
-                                (void *) value);
+                                hook->symbol, record.how, (void *) slot->addr, (void *) value);
             return OPAL_SUCCESS;
         }
-        int rc = got_write(slot->addr, hook->value, hook->symbol);
-        *wrote = OPAL_SUCCESS == rc;
         opal_output_verbose(VERBOSE, 20,
                             "patcher linux: %s: %s at %p was reset to %p by someone else; "
                             "patched again",
-                            hook->symbol, record->patch_how, (void *) slot->addr, (void *) value);
-        return rc;
+                            hook->symbol, record.how, (void *) slot->addr, (void *) value);
+        return rewrite_recorded(slot, hook, &record, false, wrote);
     }
     uintptr_t def = slot_definition(scan, slot, value, hook->symbol);
     if (0 == def) {
