@@ -124,34 +124,37 @@ static void drop_copy(mca_patcher_base_style_t style, opal_mem_variant_t *varian
  * with patch_new patch each namespace's libc that has none.  The loader's
  * debugger interface is read without its lock (debuggers do so from
  * outside): called after the loader's work, as it is here.
+ *
+ * Every copy gone is dropped before any new one is patched: a namespace
+ * closed and another opened before one check (a check left to the holder
+ * of the hooks' lock, a fork's) often loads its libc where the old one
+ * was, and dropping the old copy forgets the patches at its addresses,
+ * which would then be the new copy's.
  */
 static void match_copies(mca_patcher_base_style_t style, bool patch_new)
 {
     bool seen[NUM_VARIANTS] = {false};
-    const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
+    const struct r_debug_extended *first = mca_patcher_base_dl_namespaces(), *ns;
     /* The base namespace's libc is patched by the setup itself. */
-    while (NULL != ns && NULL != (ns = mca_patcher_base_dl_next_namespace(ns))) {
+    for (ns = first; NULL != ns && NULL != (ns = mca_patcher_base_dl_next_namespace(ns));) {
         const struct link_map *map = libc_of(ns);
-        if (NULL == map) {
-            continue;
-        }
-        opal_mem_variant_t *variant = opal_mem_variant_copy_of(map);
-        if (NULL != variant && !opal_mem_hooks_copy_intact(variant)) {
-            /* Loaded again at the same place by a dlclose and dlmopen we
-             * did not see (made inside the namespace): fresh code. */
-            drop_copy(style, variant);
-            variant = NULL;
-        }
-        if (NULL == variant && patch_new) {
-            variant = patch_new_copy(style, map);
-        }
-        if (NULL != variant) {
+        opal_mem_variant_t *variant = NULL != map ? opal_mem_variant_copy_of(map) : NULL;
+        /* One not intact was loaded again at the same place by a dlclose and a
+         * dlmopen we did not see (made inside the namespace): fresh code. */
+        if (NULL != variant && opal_mem_hooks_copy_intact(variant)) {
             seen[opal_mem_variant_index(variant)] = true;
         }
     }
     for (int v = VARIANT_FIRST_COPY; v < NUM_VARIANTS; v++) {
         if (NULL != opal_mem_variants[v].copy_map && !seen[v]) {
             drop_copy(style, &opal_mem_variants[v]);
+        }
+    }
+    for (ns = first;
+         patch_new && NULL != ns && NULL != (ns = mca_patcher_base_dl_next_namespace(ns));) {
+        const struct link_map *map = libc_of(ns);
+        if (NULL != map && NULL == opal_mem_variant_copy_of(map)) {
+            (void) patch_new_copy(style, map);
         }
     }
 }
