@@ -200,8 +200,17 @@ static double best_batch(void (*op)(size_t i), size_t first, size_t n)
     return best;
 }
 
+/*
+ * One page's munmap, timed, and the page mapped again.  The page is written
+ * first, untimed: memory a program unmaps was in use, and a registration
+ * pins its pages.  An untouched page's munmap costs the kernel less, by an
+ * amount that depends on what else shares its page table: a matter of
+ * each process's layout, which made the kernel's part of the two sides
+ * differ by up to 950 ns (README, "munmap c: a written page").
+ */
 static double timed_unmap(unsigned char *p, bool raw_call)
 {
+    *(volatile unsigned char *) p = 1;
     double t0 = bench_now_ns();
     if (raw_call) {
         syscall(SYS_munmap, p, bench_page); /* around the hooks */
