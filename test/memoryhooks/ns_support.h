@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "opal/mca/patcher/overwrite/patcher_overwrite_arch.h"
 #include "opal/memoryhooks/memory.h"
 #include "test/support/test_util.h"
 #include "test/support/watch.h"
@@ -84,6 +85,10 @@ static inline int ns_for_each_component(int (*check)(const char *component), con
     static const char *const components[] = {"linux", "overwrite"};
     int tested = 0;
     for (size_t i = 0; i < sizeof(components) / sizeof(components[0]); i++) {
+        if (!MCA_PATCHER_OVERWRITE_HAVE_ARCH && 0 == strcmp(components[i], "overwrite")) {
+            printf("note: the overwrite component has no instructions here\n");
+            continue;
+        }
         fflush(stdout);
         fflush(stderr);
         const pid_t child = fork();

@@ -71,8 +71,9 @@ int mca_patcher_base_watch_loader(struct mca_patcher_base_loader_t *unwatched);
 
 /*
  * The selected module's loader lock (patch_loader_trylock), not waited
- * for: false when another thread holds it, a watched call that reports
- * when it is done, or when the module has none.  Then unlock.
+ * for: false when another thread holds it (a watched call, which reports
+ * when it is done); true when the module has none (nothing to wait for).
+ * Then unlock.
  */
 bool mca_patcher_base_loader_trylock(void);
 void mca_patcher_base_loader_unlock(void);

@@ -177,7 +177,7 @@ int mca_patcher_base_watch_loader(struct mca_patcher_base_loader_t *unwatched)
 bool mca_patcher_base_loader_trylock(void)
 {
     mca_patcher_base_module_t *module = opal_patcher;
-    return NULL != module && NULL != module->patch_loader_trylock && module->patch_loader_trylock();
+    return NULL == module || NULL == module->patch_loader_trylock || module->patch_loader_trylock();
 }
 
 void mca_patcher_base_loader_unlock(void)
