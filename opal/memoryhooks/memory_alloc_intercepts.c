@@ -377,6 +377,12 @@ static bool patch_to_variant(mca_patcher_base_patch_t *patch, void *arg)
     return false;
 }
 
+bool opal_mem_hooks_alloc_patch_of(mca_patcher_base_patch_t *patch,
+                                   const opal_mem_variant_t *variant)
+{
+    return patch_to_variant(patch, (void *) variant);
+}
+
 void opal_mem_hooks_unpatch_alloc_copy(opal_mem_variant_t *variant, bool unloaded)
 {
     mca_patcher_base_module_t *patcher = opal_patcher;

@@ -570,7 +570,11 @@ static int patch_by_address(mca_patcher_base_module_t *patcher, const intercept_
  * mode, loaded after our setup, puts its own jump at the entry of munmap &
  * co., and its hooks make the system call themselves, so ours would never
  * run again.  Put our jump back in front of its code and chain to it: both
- * see every call.  Cold: run from registration and support_level.
+ * see every call.  Cold: run from registration and support_level.  Only
+ * the program's definitions: a copy of libc may be unmapped by a dlclose
+ * in another thread while we read it, so the copies are looked at only
+ * where the loader holds them still (memory_namespaces.c), and one whose
+ * jump is gone is patched again there.
  */
 int opal_mem_hooks_check_intercepts(mca_patcher_base_style_t style)
 {
@@ -580,7 +584,7 @@ int opal_mem_hooks_check_intercepts(mca_patcher_base_style_t style)
     }
     for (size_t i = 0; i < NUM_TARGETS; i++) {
         const intercept_target_t *t = &targets[i];
-        for (int v = 0; v < NUM_VARIANTS; v++) {
+        for (int v = 0; v < VARIANT_FIRST_COPY; v++) {
             const uintptr_t func = *patched(t, v);
             if (0 == func || mca_patcher_base_patch_intact(patcher, func)) {
                 continue;
@@ -657,17 +661,6 @@ int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, opal_mem_variant_t
     return rc;
 }
 
-bool opal_mem_hooks_copy_intact(const opal_mem_variant_t *variant)
-{
-    for (size_t i = 0; i < NUM_TARGETS; i++) {
-        if (0 != variant->patched[i] &&
-            !mca_patcher_base_patch_intact(opal_patcher, variant->patched[i])) {
-            return false;
-        }
-    }
-    return true;
-}
-
 static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
 {
     const opal_mem_variant_t *variant = arg;
@@ -679,6 +672,38 @@ static bool patch_of_variant(mca_patcher_base_patch_t *patch, void *arg)
         }
     }
     return false;
+}
+
+/* A GOT slot sent to one of the variant's entries, its allocator's included. */
+static bool slot_of_variant(mca_patcher_base_patch_t *patch, void *arg)
+{
+    return patch_of_variant(patch, arg) || opal_mem_hooks_alloc_patch_of(patch, arg);
+}
+
+bool opal_mem_hooks_copy_intact(mca_patcher_base_style_t style, const opal_mem_variant_t *variant,
+                                uintptr_t start, uintptr_t end)
+{
+    mca_patcher_base_module_t *patcher = opal_patcher;
+    if (NULL == patcher) {
+        return true;
+    }
+    if (MCA_PATCHER_BASE_STYLE_BY_SYMBOL == style) {
+        /* The slots we wrote in the copy itself (its allocator's, which its
+         * libc calls through its own GOT): a copy loaded anew at the same
+         * place has its own values there.  A copy where we wrote none
+         * cannot be told from a new one: taken as intact. */
+        int count = 0;
+        const bool intact = mca_patcher_base_patches_intact_in(patcher, start, end, slot_of_variant,
+                                                               (void *) variant, &count);
+        return 0 == count || intact;
+    }
+    for (size_t i = 0; i < NUM_TARGETS; i++) {
+        if (0 != variant->patched[i] &&
+            !mca_patcher_base_patch_intact(patcher, variant->patched[i])) {
+            return false;
+        }
+    }
+    return true;
 }
 
 void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant,

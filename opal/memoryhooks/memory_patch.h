@@ -41,6 +41,9 @@ void opal_mem_hooks_uninstall_alloc_intercepts(void);
 int opal_mem_hooks_patch_alloc_copy(opal_mem_variant_t *variant,
                                     uintptr_t (*lookup)(const char *name, void *arg), void *arg);
 void opal_mem_hooks_unpatch_alloc_copy(opal_mem_variant_t *variant, bool unloaded);
+/* Whether patch sends calls to one of the variant's allocator entry points. */
+bool opal_mem_hooks_alloc_patch_of(mca_patcher_base_patch_t *patch,
+                                   const opal_mem_variant_t *variant);
 
 /*
  * memory_intercepts.c.  Each function that branches on how the selected
@@ -64,8 +67,14 @@ void opal_mem_hooks_uninstall_intercepts(void);
  */
 int opal_mem_hooks_patch_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant,
                               uintptr_t (*lookup)(const char *name, void *arg), void *arg);
-/* Whether every jump written into the copy is still there (the copy is mapped). */
-bool opal_mem_hooks_copy_intact(const opal_mem_variant_t *variant);
+/*
+ * Whether the copy, mapped at [start, end) and held there by the caller
+ * (the loader's list is held still), is the one we patched: every jump
+ * written into it still there, or for a GOT patcher every slot written in
+ * it still holding its entry.
+ */
+bool opal_mem_hooks_copy_intact(mca_patcher_base_style_t style, const opal_mem_variant_t *variant,
+                                uintptr_t start, uintptr_t end);
 /* Undo the copy's patches, or with unloaded, drop them without writing; the
  * caller then gives the variant back (opal_mem_variant_put_copy). */
 void opal_mem_hooks_unpatch_copy(mca_patcher_base_style_t style, opal_mem_variant_t *variant,

@@ -15,6 +15,7 @@
 #define OPAL_MCA_PATCHER_PATCHER_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "opal/class/opal_list.h"
@@ -94,6 +95,16 @@ typedef void (*mca_patcher_base_patch_retire_fn_t)(uintptr_t new_addr);
 struct mca_patcher_base_loader_t;
 typedef int (*mca_patcher_base_watch_loader_fn_t)(struct mca_patcher_base_loader_t *unwatched);
 
+/*
+ * Optional, with the watch: the lock the module's dl intercepts hold
+ * across the loader's work of a dlopen, dlmopen or dlclose and their own
+ * after it (recursive; taken again by the thread that holds it).  Whoever
+ * holds it sees no watched call change the loaded objects meanwhile: no
+ * namespace emptied, no object unmapped.  trylock: true when taken.
+ */
+typedef bool (*mca_patcher_base_loader_trylock_fn_t)(void);
+typedef void (*mca_patcher_base_loader_unlock_fn_t)(void);
+
 /* Called once before the first patch, and once after the last restore. */
 typedef int (*mca_patcher_base_init_fn_t)(void);
 typedef int (*mca_patcher_base_fini_fn_t)(void);
@@ -113,6 +124,8 @@ typedef struct mca_patcher_base_module_t {
     mca_patcher_base_watch_loader_fn_t patch_watch_loader;
     /* A sentence for opal_patcher_info: what this mechanism cannot see. */
     const char *patch_limits;
+    mca_patcher_base_loader_trylock_fn_t patch_loader_trylock;
+    mca_patcher_base_loader_unlock_fn_t patch_loader_unlock;
 } mca_patcher_base_module_t;
 
 typedef struct mca_patcher_base_component_t {

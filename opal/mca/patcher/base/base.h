@@ -70,6 +70,15 @@ struct mca_patcher_base_loader_t;
 int mca_patcher_base_watch_loader(struct mca_patcher_base_loader_t *unwatched);
 
 /*
+ * The selected module's loader lock (patch_loader_trylock), not waited
+ * for: false when another thread holds it (a watched call, which reports
+ * when it is done); true when the module has none (nothing to wait for).
+ * Then unlock.
+ */
+bool mca_patcher_base_loader_trylock(void);
+void mca_patcher_base_loader_unlock(void);
+
+/*
  * How the selected module patches, for its user to ask once, at setup
  * (NONE before the selection):
  *  - BY_ADDRESS: the code of a function itself, named by its address, the
@@ -114,6 +123,17 @@ void mca_patcher_base_name_patch(mca_patcher_base_module_t *module, uintptr_t fu
 
 /* The chain target recorded for a patch of the function at func_addr, or 0. */
 uintptr_t mca_patcher_base_chain_of(mca_patcher_base_module_t *module, uintptr_t func_addr);
+
+/*
+ * Whether every patch that filter accepts and whose patched place lies in
+ * [start, end) holds the bytes it wrote; *count receives how many such
+ * patches there are.  Only those places are read: the caller knows that
+ * range mapped.
+ */
+bool mca_patcher_base_patches_intact_in(mca_patcher_base_module_t *module, uintptr_t start,
+                                        uintptr_t end,
+                                        bool (*filter)(mca_patcher_base_patch_t *, void *),
+                                        void *arg, int *count);
 
 /*
  * Whether the newest patch of the function at func_addr still holds the

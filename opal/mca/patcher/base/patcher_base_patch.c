@@ -113,6 +113,26 @@ bool mca_patcher_base_patch_intact(mca_patcher_base_module_t *module, uintptr_t 
     return intact;
 }
 
+bool mca_patcher_base_patches_intact_in(mca_patcher_base_module_t *module, uintptr_t start,
+                                        uintptr_t end,
+                                        bool (*filter)(mca_patcher_base_patch_t *, void *),
+                                        void *arg, int *count)
+{
+    bool intact = true;
+    int n = 0;
+    mca_patcher_base_patch_t *patch;
+    pthread_mutex_lock(&module->patch_list_mutex);
+    OPAL_LIST_FOREACH (patch, &module->patch_list, mca_patcher_base_patch_t) {
+        if (patch->patch_orig >= start && patch->patch_orig < end && filter(patch, arg)) {
+            n++;
+            intact = intact && holds_its_bytes(patch);
+        }
+    }
+    pthread_mutex_unlock(&module->patch_list_mutex);
+    *count = n;
+    return intact;
+}
+
 void mca_patcher_base_foreach_patch(mca_patcher_base_module_t *module,
                                     void (*fn)(const mca_patcher_base_patch_t *patch, bool intact,
                                                void *arg),
@@ -152,6 +172,20 @@ int mca_patcher_base_watch_loader(struct mca_patcher_base_loader_t *unwatched)
         return OPAL_ERR_NOT_SUPPORTED;
     }
     return module->patch_watch_loader(unwatched);
+}
+
+bool mca_patcher_base_loader_trylock(void)
+{
+    mca_patcher_base_module_t *module = opal_patcher;
+    return NULL == module || NULL == module->patch_loader_trylock || module->patch_loader_trylock();
+}
+
+void mca_patcher_base_loader_unlock(void)
+{
+    mca_patcher_base_module_t *module = opal_patcher;
+    if (NULL != module && NULL != module->patch_loader_unlock) {
+        module->patch_loader_unlock();
+    }
 }
 
 void mca_patcher_base_loader_changed(void)

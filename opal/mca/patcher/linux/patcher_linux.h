@@ -192,6 +192,8 @@ void mca_patcher_linux_got_free_strings(void);
  */
 void mca_patcher_linux_lock(void);
 void mca_patcher_linux_unlock(void);
+/* The same lock not waited for (the module's patch_loader_trylock): true when taken. */
+bool mca_patcher_linux_trylock(void);
 
 /*
  * Add (or refresh) a redirection and apply it to every loaded object: of

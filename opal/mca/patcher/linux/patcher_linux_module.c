@@ -87,6 +87,9 @@ mca_patcher_base_module_t mca_patcher_linux_module = {
     .patch_definition = linux_patch_definition,
     .patch_retire = linux_patch_retire,
     .patch_watch_loader = linux_watch_loader,
+    /* The table's lock: our dl intercepts hold it across the loader's work. */
+    .patch_loader_trylock = mca_patcher_linux_trylock,
+    .patch_loader_unlock = mca_patcher_linux_unlock,
     .patch_limits = "sees only calls made through a GOT slot: not calls inside a library that "
                     "bypass its own PLT (libc's free calling munmap), not the constructors of "
                     "an object run by dlopen before it returns, not raw syscalls, and not calls "

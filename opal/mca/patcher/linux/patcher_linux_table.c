@@ -60,11 +60,18 @@ static void table_atfork(void)
     (void) pthread_atfork(NULL, NULL, table_atfork_child);
 }
 
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
 void mca_patcher_linux_lock(void)
 {
-    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     pthread_once(&atfork_once, table_atfork);
     pthread_mutex_lock(&lock);
+}
+
+bool mca_patcher_linux_trylock(void)
+{
+    pthread_once(&atfork_once, table_atfork);
+    return 0 == pthread_mutex_trylock(&lock);
 }
 
 void mca_patcher_linux_unlock(void)

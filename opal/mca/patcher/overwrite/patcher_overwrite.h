@@ -37,5 +37,10 @@ int mca_patcher_overwrite_dl_watch(mca_patcher_overwrite_patch_fn_t patch,
                                    struct mca_patcher_base_loader_t *unwatched);
 /* patch_fini: forget the watch (its patches were restored). */
 void mca_patcher_overwrite_dl_fini(void);
+/* The watch's lock, held across the loader's work (patch_loader_trylock/unlock). */
+bool mca_patcher_overwrite_dl_trylock(void);
+void mca_patcher_overwrite_dl_unlock(void);
+/* In a forked child: the watch's lock made new. */
+void mca_patcher_overwrite_dl_atfork_child(void);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include <dlfcn.h>
 #include <gnu/lib-names.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "opal/constants.h"
@@ -36,6 +37,46 @@ static struct {
 /* An intercept was patched in since the last fini; all three are. */
 static bool watched, watching;
 
+/*
+ * Held by the intercepts across the loader's work (the module's loader
+ * lock, patcher.h): the watch's user, holding it, sees no dlclose of the
+ * program unmap an object, nor empty a namespace, meanwhile.  Recursive:
+ * a constructor or destructor run by the loader may call dlopen again.
+ * glibc's own lock is held across the same work, so this takes nothing
+ * from the program that the loader gives it.  Made new in a forked child
+ * (another thread may have held it), as glibc makes its own.
+ */
+static pthread_mutex_t watch_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+static void watch_lock_take(void)
+{
+    pthread_mutex_lock(&watch_lock);
+}
+
+static void watch_lock_give(void)
+{
+    pthread_mutex_unlock(&watch_lock);
+}
+
+bool mca_patcher_overwrite_dl_trylock(void)
+{
+    return 0 == pthread_mutex_trylock(&watch_lock);
+}
+
+void mca_patcher_overwrite_dl_unlock(void)
+{
+    watch_lock_give();
+}
+
+void mca_patcher_overwrite_dl_atfork_child(void)
+{
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&watch_lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
 /* After a successful open, for the caller: the report, then no error left by its work. */
 static void *opened(void *handle)
 {
@@ -49,19 +90,27 @@ static void *opened(void *handle)
 /* Entered from dlopen's patched entry: the caller is mca_patcher_base_patched_caller(). */
 static void *watch_dlopen(const char *file, int mode)
 {
-    return opened(
-        mca_patcher_base_dlopen_as(mca_patcher_base_patched_caller(), chain.dlopen, file, mode));
+    const void *caller = mca_patcher_base_patched_caller();
+    watch_lock_take();
+    void *handle = mca_patcher_base_dlopen_as(caller, chain.dlopen, file, mode);
+    watch_lock_give();
+    return opened(handle);
 }
 
 static void *watch_dlmopen(Lmid_t lmid, const char *file, int mode)
 {
-    return opened(mca_patcher_base_dlmopen_as(mca_patcher_base_patched_caller(), chain.dlmopen,
-                                              lmid, file, mode));
+    const void *caller = mca_patcher_base_patched_caller();
+    watch_lock_take();
+    void *handle = mca_patcher_base_dlmopen_as(caller, chain.dlmopen, lmid, file, mode);
+    watch_lock_give();
+    return opened(handle);
 }
 
 static int watch_dlclose(void *handle)
 {
+    watch_lock_take();
     int rc = chain.dlclose(handle);
+    watch_lock_give();
     mca_patcher_base_loader_changed();
     return rc;
 }

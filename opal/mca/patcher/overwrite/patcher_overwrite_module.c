@@ -587,6 +587,7 @@ static int overwrite_watch_loader(struct mca_patcher_base_loader_t *unwatched)
 static void overwrite_atfork_child(void)
 {
     pthread_mutex_init(&overwrite_lock, NULL);
+    mca_patcher_overwrite_dl_atfork_child();
 #if MCA_PATCHER_OVERWRITE_HAVE_ARCH
     mca_patcher_overwrite_threads_atfork_child();
 #endif
@@ -637,6 +638,8 @@ mca_patcher_base_module_t mca_patcher_overwrite_module = {
     .patch_address = overwrite_patch_address,
     .patch_address_chain = overwrite_patch_address_chain,
     .patch_watch_loader = overwrite_watch_loader,
+    .patch_loader_trylock = mca_patcher_overwrite_dl_trylock,
+    .patch_loader_unlock = mca_patcher_overwrite_dl_unlock,
     .patch_limits = "sees every caller of a patched function, including libc's internal calls; "
                     "misses raw system calls made without calling it",
 };
