@@ -74,6 +74,8 @@ static bool matched_once;
 /* glibc makes 16 namespaces at most: the base one and 15 others. */
 #define MAX_OTHER_NAMESPACES 15
 
+static void copies_after_unload(void);
+
 void opal_mem_hooks_watch_copies(void)
 {
     if (NULL == dlopen || NULL == dlsym || NULL == dlmopen) {
@@ -86,6 +88,7 @@ void opal_mem_hooks_watch_copies(void)
                     "libc of a dlmopen namespace is not patched", opal_strerror(rc));
         return;
     }
+    mca_patcher_base_set_unload_callback(copies_after_unload);
     watching = true;
 }
 
@@ -171,7 +174,7 @@ static int look_at_copies(struct dl_phdr_info *info, size_t size, void *arg)
             continue;
         }
         opal_mem_variant_t *variant = opal_mem_variant_copy_of(map);
-        if (NULL != variant) {
+        if (NULL != variant && !__atomic_load_n(&variant->copy_unloaded, __ATOMIC_ACQUIRE)) {
             uintptr_t start, end;
             if (!extent_of(map, &start, &end)) {
                 /* Being loaded (again?): kept until it can be judged. */
@@ -193,6 +196,49 @@ static int look_at_copies(struct dl_phdr_info *info, size_t size, void *arg)
         }
     }
     return 1;
+}
+
+/* Whether map is in some namespace's list (the loader's list held still). */
+static bool listed(const struct link_map *map)
+{
+    const struct r_debug_extended *ns = mca_patcher_base_dl_namespaces();
+    for (; NULL != ns; ns = mca_patcher_base_dl_next_namespace(ns)) {
+        for (const struct link_map *m = ns->base.r_map; NULL != m; m = m->l_next) {
+            if (m == map) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* A dl_iterate_phdr callback: each patched copy no longer listed is marked unloaded. */
+static int mark_unloaded(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void) info, (void) size, (void) arg;
+    for (int v = VARIANT_FIRST_COPY; v < NUM_VARIANTS; v++) {
+        opal_mem_variant_t *variant = &opal_mem_variants[v];
+        if (NULL != variant->copy_map && !listed(variant->copy_map)) {
+            __atomic_store_n(&variant->copy_unloaded, true, __ATOMIC_RELEASE);
+        }
+    }
+    return 1;
+}
+
+/*
+ * After each watched dlclose, the patcher's loader lock held (the unload
+ * callback): the copies it unloaded are marked, before a dlmopen can load
+ * a libc with the same link_map at the same place.  The sync that runs
+ * later (often later than the next dlmopen: one left to a fork's holder of
+ * the hooks' lock) cannot tell that new copy from the old one by its code
+ * when its patches were GOT slots, which the unload forgot.  The variants
+ * change only under the same lock (sync_copies), or at finalize.
+ */
+static void copies_after_unload(void)
+{
+    if (NULL != dl_iterate_phdr) {
+        dl_iterate_phdr(mark_unloaded, NULL);
+    }
 }
 
 /* Past the patcher's watch: a dlsym through our hooks would give our intercepts. */
@@ -300,6 +346,7 @@ void opal_mem_hooks_sync_copies(mca_patcher_base_style_t style)
 void opal_mem_hooks_forget_copies(mca_patcher_base_style_t style)
 {
     /* Those still loaded are restored with every other patch. */
+    mca_patcher_base_set_unload_callback(NULL);
     look_t look = {.style = style};
     look_and_drop(&look);
     for (int v = VARIANT_FIRST_COPY; v < NUM_VARIANTS; v++) {

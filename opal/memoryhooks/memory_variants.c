@@ -17,6 +17,7 @@ opal_mem_variant_t *opal_mem_variant_take_copy(const struct link_map *map)
         if (NULL == variant->copy_map) {
             variant->copy_map = map;
             variant->copy_base = map->l_addr;
+            __atomic_store_n(&variant->copy_unloaded, false, __ATOMIC_RELAXED);
             return variant;
         }
     }

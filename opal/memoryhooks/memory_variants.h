@@ -91,6 +91,9 @@ typedef struct opal_mem_variant_t {
      * another load differs).  Guarded by the hooks' lock. */
     const struct link_map *copy_map;
     uintptr_t copy_base;
+    /* Its copy was unloaded (seen by a watched dlclose, under the
+     * patcher's loader lock): the same map and base may be a new load. */
+    bool copy_unloaded;
 } opal_mem_variant_t;
 
 /* Hidden: the entries reach their variant with one PC-relative load. */

@@ -58,6 +58,16 @@ void mca_patcher_base_set_loader_callback(void (*callback)(void));
 void mca_patcher_base_loader_changed(void);
 
 /*
+ * And right after the loader's work of each dlclose it saw, its loader
+ * lock (patch_loader_trylock) still held, it calls
+ * mca_patcher_base_loader_unloaded(): the callback set here learns what
+ * is gone before any watched dlopen can load something at the same place.
+ * The callback may take no lock that is held around a call of the loader.
+ */
+void mca_patcher_base_set_unload_callback(void (*callback)(void));
+void mca_patcher_base_loader_unloaded(void);
+
+/*
  * Have the selected module watch the loader (its patch_watch_loader): from
  * now on each dlopen, dlmopen and dlclose ends in
  * mca_patcher_base_loader_changed(), whether the module watches with GOT

@@ -188,6 +188,21 @@ void mca_patcher_base_loader_unlock(void)
     }
 }
 
+static void (*unload_callback)(void);
+
+void mca_patcher_base_set_unload_callback(void (*callback)(void))
+{
+    __atomic_store_n(&unload_callback, callback, __ATOMIC_RELEASE);
+}
+
+void mca_patcher_base_loader_unloaded(void)
+{
+    void (*callback)(void) = __atomic_load_n(&unload_callback, __ATOMIC_ACQUIRE);
+    if (NULL != callback) {
+        callback();
+    }
+}
+
 void mca_patcher_base_loader_changed(void)
 {
     void (*callback)(void) = __atomic_load_n(&loader_callback, __ATOMIC_ACQUIRE);

@@ -116,6 +116,7 @@ static int linux_dlclose(void *handle)
     mca_patcher_linux_lock();
     int rc = real(handle);
     mca_patcher_linux_after_close();
+    mca_patcher_base_loader_unloaded();
     mca_patcher_linux_unlock();
     mca_patcher_base_loader_changed();
     return rc;

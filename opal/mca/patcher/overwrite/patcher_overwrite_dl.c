@@ -110,6 +110,7 @@ static int watch_dlclose(void *handle)
 {
     watch_lock_take();
     int rc = chain.dlclose(handle);
+    mca_patcher_base_loader_unloaded();
     watch_lock_give();
     mca_patcher_base_loader_changed();
     return rc;

@@ -38,6 +38,10 @@ void mca_patcher_base_loader_changed(void)
 {
 }
 
+void mca_patcher_base_loader_unloaded(void)
+{
+}
+
 void mca_patcher_base_restore_patches(mca_patcher_base_module_t *module,
                                       bool (*filter)(mca_patcher_base_patch_t *, void *), void *arg)
 {
