@@ -553,7 +553,7 @@ static int fallocate_common(opal_mem_variant_t *var, int fd, int mode, off_t off
 /* Defines intercept_fallocate_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(fallocate, int, (int fd, int mode, off_t offset, off_t len), (fd, mode, offset, len))
 
-#if OPAL_LFS64_OWN
+/* ftruncate64 & co.: see their chains in memory_variants.h. */
 static int ftruncate64_common(opal_mem_variant_t *var, int fd, off64_t length)
 {
     file_release_t fr;
@@ -588,11 +588,10 @@ static int fallocate64_common(opal_mem_variant_t *var, int fd, int mode, off64_t
 /* Defines intercept_fallocate64_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(fallocate64, int, (int fd, int mode, off64_t offset, off64_t len),
                (fd, mode, offset, len))
-#endif
 
 /* What we intercept.  mmap64 is the same function as mmap on LP64 glibc,
- * but objects may import it under either name (OPAL_MMAP64_OWN); the same
- * for ftruncate64, truncate64 and fallocate64 (OPAL_LFS64_OWN). */
+ * but objects may import it under either name (OPAL_MMAP64_OWN);
+ * ftruncate64, truncate64 and fallocate64 have chains of their own always. */
 typedef struct intercept_target_t {
     const char *name;
     uintptr_t link_addr;           /* the definition as this library links it */
@@ -623,15 +622,9 @@ static const intercept_target_t targets[] = {
     TARGET(ftruncate, ftruncate, ftruncate),
     TARGET(truncate, truncate, truncate),
     TARGET(fallocate, fallocate, fallocate),
-#if OPAL_LFS64_OWN
     TARGET(ftruncate64, ftruncate64, ftruncate64),
     TARGET(truncate64, truncate64, truncate64),
     TARGET(fallocate64, fallocate64, fallocate64),
-#else
-    TARGET(ftruncate64, ftruncate64, ftruncate),
-    TARGET(truncate64, truncate64, truncate),
-    TARGET(fallocate64, fallocate64, fallocate),
-#endif
 };
 #define NUM_TARGETS (sizeof(targets) / sizeof(targets[0]))
 _Static_assert(NUM_TARGETS == OPAL_MEM_HOOKS_NUM_TARGETS, "a variant's patched[] is per target");

@@ -47,8 +47,6 @@
 /* Where off_t is 32 bits (i386), mmap64 is another function, with a 64-bit
  * offset: it has an intercept and a chain of its own.  Elsewhere it is mmap. */
 #define OPAL_MMAP64_OWN (__SIZEOF_LONG__ == 4)
-/* The same for ftruncate64, truncate64 and fallocate64. */
-#define OPAL_LFS64_OWN OPAL_MMAP64_OWN
 
 /* The functions memory_intercepts.c intercepts (its targets[]). */
 #define OPAL_MEM_HOOKS_NUM_TARGETS 17
@@ -77,11 +75,13 @@ typedef struct opal_mem_variant_t {
         int (*ftruncate)(int, off_t);
         int (*truncate)(const char *, off_t);
         int (*fallocate)(int, int, off_t, off_t);
-#if OPAL_LFS64_OWN
+        /* Chains of their own also where they are the same functions as the
+         * above (LP64): the definition an interposer of ftruncate alone
+         * leaves to ftruncate64 is libc's, whose chain would replace the
+         * interposer's in a shared slot. */
         int (*ftruncate64)(int, off64_t);
         int (*truncate64)(const char *, off64_t);
         int (*fallocate64)(int, int, off64_t, off64_t);
-#endif
         /* The allocator's entry points (for a GOT patcher). */
         void (*free)(void *);
         void *(*realloc)(void *, size_t);
