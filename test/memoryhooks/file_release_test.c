@@ -10,7 +10,9 @@
  *    exactly; one that cuts pages only (zeroed in place) reports nothing;
  *  - ftruncate that shrinks reports every mapped page past the new end's
  *    page, the private mapping's too; one within the last page nothing;
- *  - ftruncate and fallocate on an fd mapped nowhere report nothing;
+ *  - ftruncate and fallocate on an fd mapped nowhere report nothing; a
+ *    shrink of a file mapped at ten places (more than the intercept's
+ *    frames) reports each;
  *  - the 64-bit forms do the same;
  *  - in a regular file in /tmp a hole's pages are reported (maybe rounded
  *    out), and truncate by path reports its mapping; errno is the call's,
@@ -167,6 +169,39 @@ static void test_memfd(void)
     close(fd);
 }
 
+/* More mappings than the intercept has frames for (8): each is reported. */
+static void test_many_mappings(void)
+{
+    enum { N = 10 };
+    int fd = memfd_create("file_release_test_many", 0);
+    if (fd < 0 || 0 != ftruncate(fd, 2 * PAGE)) {
+        printf("note: no memfd (%s): mappings beyond the frames are not checked\n",
+               strerror(errno));
+        return;
+    }
+    char *m[N];
+    uintptr_t start[N], end[N];
+    int n = 0;
+    for (; n < N; n++) {
+        m[n] = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CHECK(MAP_FAILED != m[n]);
+        if (MAP_FAILED == m[n]) {
+            break;
+        }
+        m[n][PAGE] = 1;
+        start[n] = (uintptr_t) m[n] + PAGE;
+        end[n] = (uintptr_t) m[n] + 2 * PAGE;
+    }
+    test_nranges = 0;
+    CHECK(0 == ftruncate(fd, PAGE));
+    CHECK_MSG(events_are("a shrink of a file mapped at ten places", n, start, end),
+              "page 1 of each mapping");
+    for (int i = 0; i < n; i++) {
+        munmap(m[i], 2 * PAGE);
+    }
+    close(fd);
+}
+
 static void test_truncate_path(void)
 {
     char path[] = "/tmp/file_release_test.XXXXXX";
@@ -206,6 +241,7 @@ int main(void)
     CHECK(OPAL_SUCCESS == opal_mem_hooks_register_release(test_ranges_record, NULL));
     printf("component: %s\n", mca_patcher_base_selected_name());
     test_memfd();
+    test_many_mappings();
     test_truncate_path();
     CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(test_ranges_record));
     opal_finalize_util();
