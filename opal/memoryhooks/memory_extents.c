@@ -169,7 +169,7 @@ size_t opal_mem_extents_shmat_len(uintptr_t addr, size_t size)
 
 typedef struct shmdt_walk_t {
     uintptr_t addr, end;
-    unsigned long shmid; /* a SysV mapping's inode column */
+    uint64_t shmid; /* a SysV mapping's inode column */
     bool found;
 } shmdt_walk_t;
 

@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gnu/lib-names.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@
 #include "opal/constants.h"
 #include "opal/mca/patcher/base/base.h"
 #include "opal/memoryhooks/memory_extents.h"
+#include "opal/memoryhooks/memory_file_extents.h"
 #include "opal/memoryhooks/memory_patch.h"
 #include "opal/memoryhooks/memory_variants.h"
 #include "opal/util/output.h"
@@ -452,8 +454,146 @@ static void *shmat_common(opal_mem_variant_t *var, int shmid, const void *addr, 
 /* Defines intercept_shmat_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(shmat, void *, (int shmid, const void *addr, int flags), (shmid, addr, flags))
 
+/*
+ * A file truncated below its pages, or with a hole punched in it, loses
+ * those pages from every mapping of it (memory_file_extents.c): the
+ * call names the file, so its mappings are looked up in /proc/self/maps,
+ * and each range found is reported with a frame of its own.  Frames are
+ * taken from the top of the array down, so that an outer one is the
+ * higher (reported_by_outer); past FILE_FRAMES ranges the rest are
+ * reported without one (a second patched definition down the chain
+ * reports them again).  The lookup costs an fstat, and a maps walk only
+ * when pages are released: a truncation that does not shrink the file
+ * past a page boundary, or fallocate that only allocates, skips the walk.
+ */
+#define FILE_FRAMES 8
+
+typedef struct file_release_t {
+    chain_frame_t frames[FILE_FRAMES];
+    int n;
+} file_release_t;
+
+static void file_range(uintptr_t start, uintptr_t end, void *arg)
+{
+    file_release_t *fr = arg;
+    if (fr->n < FILE_FRAMES) {
+        fr->n++;
+        release(&fr->frames[FILE_FRAMES - fr->n], start, end);
+    } else {
+        opal_mem_hooks_dispatch(start, end - start, true);
+    }
+}
+
+static void file_release_done(file_release_t *fr)
+{
+    for (int i = FILE_FRAMES - fr->n; i < FILE_FRAMES; i++) {
+        chain_done(&fr->frames[i]); /* innermost (the last taken) first */
+    }
+}
+
+/* ftruncate (fd >= 0) or truncate (path) to length. */
+static OPAL_COLD void truncate_release(file_release_t *fr, int fd, const char *path, int64_t length)
+{
+    fr->n = 0;
+    opal_mem_file_t file;
+    if (length < 0 || !opal_mem_extents_file_stat(&file, fd, path)) {
+        return;
+    }
+    /* From the page after the new end to the file's end: the kernel unmaps up to the end of the
+     * file, and nothing is mapped past the old size (a grow racing with us in another thread
+     * is covered too). */
+    const uint64_t from = ((uint64_t) length + opal_mem_hooks_page_size - 1) &
+                          ~(uint64_t) (opal_mem_hooks_page_size - 1);
+    if (from < (uint64_t) file.st.st_size) {
+        opal_mem_extents_file_ranges(&file, from, UINT64_MAX, file_range, fr);
+    }
+}
+
+static OPAL_COLD void fallocate_release(file_release_t *fr, int fd, int mode, int64_t offset,
+                                        int64_t len)
+{
+    fr->n = 0;
+    opal_mem_file_t file;
+    uint64_t lo, hi;
+    if (offset >= 0 && len > 0 && 0 != (mode & ~FALLOC_FL_KEEP_SIZE) &&
+        opal_mem_extents_file_stat(&file, fd, NULL) &&
+        opal_mem_extents_fallocate(&file, mode, (uint64_t) offset, (uint64_t) len, &lo, &hi)) {
+        opal_mem_extents_file_ranges(&file, lo, hi, file_range, fr);
+    }
+}
+
+static int ftruncate_common(opal_mem_variant_t *var, int fd, off_t length)
+{
+    file_release_t fr;
+    truncate_release(&fr, fd, NULL, length);
+    int rc = var->chain.ftruncate(fd, length);
+    file_release_done(&fr);
+    return rc;
+}
+/* Defines intercept_ftruncate_0 .. _<NUM_VARIANTS-1>. */
+DEFINE_ENTRIES(ftruncate, int, (int fd, off_t length), (fd, length))
+
+static int truncate_common(opal_mem_variant_t *var, const char *path, off_t length)
+{
+    file_release_t fr;
+    truncate_release(&fr, -1, path, length);
+    int rc = var->chain.truncate(path, length);
+    file_release_done(&fr);
+    return rc;
+}
+/* Defines intercept_truncate_0 .. _<NUM_VARIANTS-1>. */
+DEFINE_ENTRIES(truncate, int, (const char *path, off_t length), (path, length))
+
+static int fallocate_common(opal_mem_variant_t *var, int fd, int mode, off_t offset, off_t len)
+{
+    file_release_t fr;
+    fallocate_release(&fr, fd, mode, offset, len);
+    int rc = var->chain.fallocate(fd, mode, offset, len);
+    file_release_done(&fr);
+    return rc;
+}
+/* Defines intercept_fallocate_0 .. _<NUM_VARIANTS-1>. */
+DEFINE_ENTRIES(fallocate, int, (int fd, int mode, off_t offset, off_t len), (fd, mode, offset, len))
+
+/* ftruncate64 & co.: see their chains in memory_variants.h. */
+static int ftruncate64_common(opal_mem_variant_t *var, int fd, off64_t length)
+{
+    file_release_t fr;
+    truncate_release(&fr, fd, NULL, length);
+    int rc = var->chain.ftruncate64(fd, length);
+    file_release_done(&fr);
+    return rc;
+}
+/* Defines intercept_ftruncate64_0 .. _<NUM_VARIANTS-1>. */
+DEFINE_ENTRIES(ftruncate64, int, (int fd, off64_t length), (fd, length))
+
+static int truncate64_common(opal_mem_variant_t *var, const char *path, off64_t length)
+{
+    file_release_t fr;
+    truncate_release(&fr, -1, path, length);
+    int rc = var->chain.truncate64(path, length);
+    file_release_done(&fr);
+    return rc;
+}
+/* Defines intercept_truncate64_0 .. _<NUM_VARIANTS-1>. */
+DEFINE_ENTRIES(truncate64, int, (const char *path, off64_t length), (path, length))
+
+static int fallocate64_common(opal_mem_variant_t *var, int fd, int mode, off64_t offset,
+                              off64_t len)
+{
+    file_release_t fr;
+    fallocate_release(&fr, fd, mode, offset, len);
+    int rc = var->chain.fallocate64(fd, mode, offset, len);
+    file_release_done(&fr);
+    return rc;
+}
+/* Defines intercept_fallocate64_0 .. _<NUM_VARIANTS-1>. */
+DEFINE_ENTRIES(fallocate64, int, (int fd, int mode, off64_t offset, off64_t len),
+               (fd, mode, offset, len))
+
 /* What we intercept.  mmap64 is the same function as mmap on LP64 glibc,
- * but objects may import it under either name (OPAL_MMAP64_OWN). */
+ * but objects may import it under either name (OPAL_MMAP64_OWN);
+ * ftruncate64, truncate64 and fallocate64 have chains of their own always. */
 typedef struct intercept_target_t {
     const char *name;
     uintptr_t link_addr;           /* the definition as this library links it */
@@ -478,9 +618,15 @@ static const intercept_target_t targets[] = {
     TARGET(sbrk, sbrk, sbrk),
     TARGET(shmdt, shmdt, shmdt),
     TARGET(shmat, shmat, shmat),
-    /* No other hooker intercepts these two. */
+    /* No other hooker intercepts these. */
     TARGET(process_madvise, process_madvise, process_madvise),
     TARGET(remap_file_pages, remap_file_pages, remap_file_pages),
+    TARGET(ftruncate, ftruncate, ftruncate),
+    TARGET(truncate, truncate, truncate),
+    TARGET(fallocate, fallocate, fallocate),
+    TARGET(ftruncate64, ftruncate64, ftruncate64),
+    TARGET(truncate64, truncate64, truncate64),
+    TARGET(fallocate64, fallocate64, fallocate64),
 };
 #define NUM_TARGETS (sizeof(targets) / sizeof(targets[0]))
 _Static_assert(NUM_TARGETS == OPAL_MEM_HOOKS_NUM_TARGETS, "a variant's patched[] is per target");

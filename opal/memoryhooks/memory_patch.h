@@ -8,6 +8,8 @@
  *                               libc it serves (memory_variants.h)
  *   memory_extents.c            how far a release reaches where the kernel rounds
  *                               or looks further than the arguments (memory_extents.h)
+ *   memory_file_extents.c       which addresses a truncation or a punched hole
+ *                               releases: the file's mappings (memory_file_extents.h)
  *   memory_alloc_intercepts.c   the allocator entry points (for a GOT patcher)
  *   memory_intercepts.c         the intercepts of munmap & co., per definition and copy
  *   memory_namespaces.c         the dlmopen namespaces' copies of libc, followed

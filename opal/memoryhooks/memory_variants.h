@@ -49,7 +49,7 @@
 #define OPAL_MMAP64_OWN (__SIZEOF_LONG__ == 4)
 
 /* The functions memory_intercepts.c intercepts (its targets[]). */
-#define OPAL_MEM_HOOKS_NUM_TARGETS 11
+#define OPAL_MEM_HOOKS_NUM_TARGETS 17
 
 typedef struct opal_mem_variant_t {
     /*
@@ -72,6 +72,16 @@ typedef struct opal_mem_variant_t {
         void *(*sbrk)(intptr_t);
         int (*shmdt)(const void *);
         void *(*shmat)(int, const void *, int);
+        int (*ftruncate)(int, off_t);
+        int (*truncate)(const char *, off_t);
+        int (*fallocate)(int, int, off_t, off_t);
+        /* Chains of their own also where they are the same functions as the
+         * above (LP64): the definition an interposer of ftruncate alone
+         * leaves to ftruncate64 is libc's, whose chain would replace the
+         * interposer's in a shared slot. */
+        int (*ftruncate64)(int, off64_t);
+        int (*truncate64)(const char *, off64_t);
+        int (*fallocate64)(int, int, off64_t, off64_t);
         /* The allocator's entry points (for a GOT patcher). */
         void (*free)(void *);
         void *(*realloc)(void *, size_t);

@@ -24,14 +24,11 @@ static bool parse_line(const char *line, opal_proc_maps_entry_t *entry)
     }
     entry->prot = (p[1] == 'r' ? PROT_READ : 0) | (p[2] == 'w' ? PROT_WRITE : 0) |
                   (p[3] == 'x' ? PROT_EXEC : 0);
-    entry->offset = strtoul(p + 5, &p, 16);
-    while (*p == ' ') { /* skip dev */
-        p++;
-    }
-    while (*p && *p != ' ') {
-        p++;
-    }
-    entry->inode = strtoul(p, &p, 10);
+    /* 64-bit fields also on a 32-bit target: file offsets and inode numbers may not fit a long. */
+    entry->offset = strtoull(p + 5, &p, 16);
+    entry->dev_major = (unsigned int) strtoul(p, &p, 16);
+    entry->dev_minor = (unsigned int) (*p == ':' ? strtoul(p + 1, &p, 16) : 0);
+    entry->inode = strtoull(p, &p, 10);
     while (*p == ' ') {
         p++;
     }

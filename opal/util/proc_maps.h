@@ -12,8 +12,10 @@
 typedef struct opal_proc_maps_entry_t {
     uintptr_t start, end;
     int prot;                  /* PROT_* bits */
-    uintptr_t offset;          /* into the file (a SysV segment's mapping: into the segment) */
-    unsigned long inode;       /* for a SysV shared memory mapping: its shmid */
+    uint64_t offset;           /* into the file (a SysV segment's mapping: into the segment) */
+    unsigned int dev_major;    /* the file's device, as stat's major() and minor() of */
+    unsigned int dev_minor;    /*   st_dev give it (0:0 for an anonymous mapping) */
+    uint64_t inode;            /* for a SysV shared memory mapping: its shmid */
     char path_start[16];       /* the first characters of the path column */
 } opal_proc_maps_entry_t;
 

@@ -1,17 +1,27 @@
 /*
- * An interposer loaded with LD_PRELOAD whose munmap and mremap chain to the
- * next definition (libc's), as a profiler or a memory checker does.  With
- * the overwrite component both definitions are patched: one call then
- * passes two intercepts of ours, and must still be reported once.
+ * An interposer loaded with LD_PRELOAD whose munmap, mremap, ftruncate and
+ * fallocate chain to the next definition (libc's), as a profiler or a
+ * memory checker does.  With the overwrite component both definitions are
+ * patched: one call then passes two intercepts of ours, and must still be
+ * reported once.  ftruncate and fallocate find libc's with a handle of
+ * libc, not RTLD_NEXT (which the linux component answers, for a chain's
+ * own code, with the definition past our patch): with either component a
+ * call then passes two intercepts of ours.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <gnu/lib-names.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 typedef void *(*mremap_fn_t)(void *, size_t, size_t, int, ...);
 typedef int (*munmap_fn_t)(void *, size_t);
+typedef int (*ftruncate_fn_t)(int, off_t);
+typedef int (*fallocate_fn_t)(int, int, off_t, off_t);
 
 void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 {
@@ -36,4 +46,46 @@ int munmap(void *addr, size_t len)
         next = (munmap_fn_t) dlsym(RTLD_NEXT, "munmap");
     }
     return next(addr, len);
+}
+
+static void *libc_function(const char *name)
+{
+    void *libc = dlopen(LIBC_SO, RTLD_LAZY | RTLD_NOLOAD);
+    void *f = NULL != libc ? dlsym(libc, name) : NULL;
+    return NULL != f ? f : dlsym(RTLD_NEXT, name);
+}
+
+/* Whether calls reached ftruncate and fallocate here (said at exit): not
+ * only our intercepts, which chain to them (a chain of ftruncate64's, libc's
+ * definition, put over ftruncate's skipped them). */
+static int reached_ftruncate, reached_fallocate;
+
+__attribute__((destructor)) static void say_reached(void)
+{
+    if (reached_ftruncate && reached_fallocate) {
+        /* After the program's output so far, on a line of its own. */
+        fflush(stdout);
+        printf("libinterposer: ftruncate and fallocate reached\n");
+        fflush(stdout);
+    }
+}
+
+int ftruncate(int fd, off_t length)
+{
+    static ftruncate_fn_t next;
+    reached_ftruncate = 1;
+    if (NULL == next) {
+        next = (ftruncate_fn_t) libc_function("ftruncate");
+    }
+    return next(fd, length);
+}
+
+int fallocate(int fd, int mode, off_t offset, off_t len)
+{
+    static fallocate_fn_t next;
+    reached_fallocate = 1;
+    if (NULL == next) {
+        next = (fallocate_fn_t) libc_function("fallocate");
+    }
+    return next(fd, mode, offset, len);
 }

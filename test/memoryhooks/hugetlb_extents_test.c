@@ -8,7 +8,9 @@
  *  - shmdt of a SHM_HUGETLB segment of one small page detaches a huge page,
  *    and shmat(SHM_REMAP) of it replaces one;
  *  - mremap(MREMAP_FIXED) of a hugetlb mapping, lengths of one small page,
- *    moves a huge page away and replaces one at the destination.
+ *    moves a huge page away and replaces one at the destination;
+ *  - a hole punched in a hugetlbfs file takes only the huge pages wholly
+ *    inside it: none for a hole that cuts two, the first for one over it.
  *
  * Each needs free huge pages: as root the test adds what it needs to
  * /proc/sys/vm/nr_hugepages (and puts the count back), else it skips.
@@ -167,6 +169,42 @@ static void test_mmap_fixed_hugetlbfs_file(void)
     }
 }
 
+/* A hole in a hugetlbfs file takes only the huge pages wholly inside it (memory_file_extents.c). */
+static void test_punch_hugetlbfs_file(void)
+{
+    const int fd = memfd_create("hugetlb_extents_hole", MFD_HUGETLB | MFD_CLOEXEC);
+    CHECK_MSG(fd >= 0, "memfd_create(MFD_HUGETLB): %s", strerror(errno));
+    char *p = MAP_FAILED;
+    if (fd >= 0 && 0 == ftruncate(fd, (off_t) (2 * huge))) {
+        p = mmap(NULL, 2 * huge, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CHECK_MSG(MAP_FAILED != p, "mmap of a hugetlbfs file: %s", strerror(errno));
+    }
+    if (MAP_FAILED != p) {
+        memset(p, 4, 2 * huge);
+        test_nranges = 0;
+        const int cut = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t) PAGE,
+                                  (off_t) huge);
+        CHECK_MSG(0 == cut, "fallocate(PUNCH_HOLE) in a hugetlbfs file: %s", strerror(errno));
+        CHECK_MSG(0 == test_nranges,
+                  "a hole that cuts two huge pages and holds none: %d events, the first [%#lx, "
+                  "%#lx)",
+                  test_nranges, (unsigned long) test_range_start[0],
+                  (unsigned long) test_range_end[0]);
+        test_nranges = 0;
+        CHECK(0 == fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t) huge));
+        CHECK_MSG(1 == test_nranges && (uintptr_t) p == test_range_start[0] &&
+                      (uintptr_t) p + huge == test_range_end[0],
+                  "a hole over the first huge page: %d events, the first [%#lx, %#lx), not "
+                  "[%p, %p)",
+                  test_nranges, (unsigned long) test_range_start[0],
+                  (unsigned long) test_range_end[0], (void *) p, (void *) (p + huge));
+        munmap(p, 2 * huge);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
 static void test_shm_hugetlb(void)
 {
     const int id = shmget(IPC_PRIVATE, PAGE, IPC_CREAT | SHM_HUGETLB | 0600);
@@ -219,6 +257,7 @@ int main(void)
     test_mmap_fixed_hugetlbfs_file();
     test_shm_hugetlb();
     test_mremap_hugetlb();
+    test_punch_hugetlbfs_file();
     CHECK(OPAL_SUCCESS == opal_mem_hooks_unregister_release(test_ranges_record));
     opal_finalize_util();
     return test_finish("hugetlb_extents_test");

@@ -35,9 +35,32 @@ typedef struct snapshot_t {
 } snapshot_t;
 
 static const char *const snapshot_functions[] = {
-    "munmap", "mremap", "madvise", "mmap", "mmap64", "brk", "sbrk", "shmdt", "shmat",
-    "process_madvise", "remap_file_pages",
-    "free", "realloc", "reallocarray", "malloc_trim", "mallopt", "dlopen", "dlclose", "dlsym", NULL,
+    "munmap",
+    "mremap",
+    "madvise",
+    "mmap",
+    "mmap64",
+    "brk",
+    "sbrk",
+    "shmdt",
+    "shmat",
+    "process_madvise",
+    "remap_file_pages",
+    "ftruncate",
+    "ftruncate64",
+    "truncate",
+    "truncate64",
+    "fallocate",
+    "fallocate64",
+    "free",
+    "realloc",
+    "reallocarray",
+    "malloc_trim",
+    "mallopt",
+    "dlopen",
+    "dlclose",
+    "dlsym",
+    NULL,
 };
 
 /*

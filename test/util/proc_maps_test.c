@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "opal/constants.h"
@@ -91,6 +93,14 @@ int main(void)
     CHECK(OPAL_SUCCESS == opal_proc_maps_find((uintptr_t) third, &entry));
     CHECK_MSG(2 * page == entry.offset, "the offset column read as %#lx, not %#zx",
               (unsigned long) entry.offset, 2 * page);
+    /* The dev and inode columns: stat's device (major:minor) and inode of the file. */
+    struct stat st;
+    CHECK(0 == fstat(fd, &st));
+    CHECK_MSG(major(st.st_dev) == entry.dev_major && minor(st.st_dev) == entry.dev_minor &&
+                  (uint64_t) st.st_ino == entry.inode,
+              "the dev and inode columns read as %x:%x %llu, stat says %x:%x %llu", entry.dev_major,
+              entry.dev_minor, (unsigned long long) entry.inode, major(st.st_dev), minor(st.st_dev),
+              (unsigned long long) st.st_ino);
     munmap(third, page);
     close(fd);
     unlink(file);

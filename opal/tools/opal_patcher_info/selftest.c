@@ -7,6 +7,7 @@
 #include "opal_config.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gnu/lib-names.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -293,6 +294,40 @@ static int check_remap_file_pages(void)
     return failed;
 }
 
+/* A memfd's pages released from its mapping by a call on the file: a punched hole, a shrink. */
+static int check_file_release(void)
+{
+    if (ucx_owns_hooks("fallocate, ftruncate")) {
+        return 0;
+    }
+    int fd = memfd_create("opal_patcher_info", 0);
+    if (fd < 0 || 0 != ftruncate(fd, 4 * page)) {
+        return report("fallocate, ftruncate", false, "no memfd");
+    }
+    char *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (MAP_FAILED == p) {
+        close(fd);
+        return report("fallocate, ftruncate", false, "cannot map the memfd");
+    }
+    for (size_t i = 0; i < 4; i++) {
+        *(long *) (p + i * page) = SENTINEL;
+    }
+    start_check((uintptr_t) p + page);
+    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, page, page);
+    int failed = expect_release("fallocate (FALLOC_FL_PUNCH_HOLE)", (uintptr_t) p + page,
+                                (uintptr_t) p + 2 * page);
+    start_check((uintptr_t) p + 2 * page);
+    ftruncate(fd, 2 * page);
+    failed += expect_release("ftruncate (shrinking)", (uintptr_t) p + 2 * page,
+                             (uintptr_t) p + 4 * page);
+    start_check(0);
+    ftruncate(fd, 4 * page);
+    failed += expect_no_event("ftruncate (growing)", (uintptr_t) p, (uintptr_t) p + 4 * page);
+    munmap(p, 4 * page);
+    close(fd);
+    return failed;
+}
+
 static int check_mmap(void)
 {
     int failed = 0;
@@ -544,10 +579,12 @@ int opal_patcher_info_selftest(void)
     opal_patcher_info_print_patches();
 
     printf("Events:\n");
-    int failed = check_munmap() + check_mremap() + check_madvise(MADV_DONTNEED, "madvise (MADV_DONTNEED)") +
-                 check_madvise(MADV_FREE, "madvise (MADV_FREE)") + check_madvise(MADV_REMOVE, "madvise (MADV_REMOVE)") +
-                 check_mmap() + check_brk() + check_shm() + check_process_madvise() +
-                 check_remap_file_pages();
+    int failed = check_munmap() + check_mremap() +
+                 check_madvise(MADV_DONTNEED, "madvise (MADV_DONTNEED)") +
+                 check_madvise(MADV_FREE, "madvise (MADV_FREE)") +
+                 check_madvise(MADV_REMOVE, "madvise (MADV_REMOVE)") + check_mmap() + check_brk() +
+                 check_shm() + check_process_madvise() + check_remap_file_pages() +
+                 check_file_release();
     if (!ucx_owns_hooks("madvise (MADV_GUARD_INSTALL)")) {
         failed += check_madvise(MADV_GUARD_INSTALL, "madvise (MADV_GUARD_INSTALL)");
     }
