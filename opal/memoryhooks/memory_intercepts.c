@@ -347,7 +347,6 @@ ENTRY_INLINE void *mmap_common(opal_mem_variant_t *var, void *addr, size_t len, 
 DEFINE_ENTRIES(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t off),
                (addr, len, prot, flags, fd, off))
 
-#if OPAL_MMAP64_OWN
 static OPAL_COLD void *mmap64_framed(opal_mem_variant_t *var, void *addr, size_t len, int prot,
                                      int flags, int fd, off64_t off)
 {
@@ -371,7 +370,6 @@ ENTRY_INLINE void *mmap64_common(opal_mem_variant_t *var, void *addr, size_t len
 /* Defines intercept_mmap64_0 .. _<NUM_VARIANTS-1>. */
 DEFINE_ENTRIES(mmap64, void *, (void *addr, size_t len, int prot, int flags, int fd, off64_t off),
                (addr, len, prot, flags, fd, off))
-#endif
 
 /* The kernel's current break (libc's cached copy may be stale). */
 static uintptr_t current_break(void)
@@ -592,8 +590,8 @@ DEFINE_ENTRIES(fallocate64, int, (int fd, int mode, off64_t offset, off64_t len)
                (fd, mode, offset, len))
 
 /* What we intercept.  mmap64 is the same function as mmap on LP64 glibc,
- * but objects may import it under either name (OPAL_MMAP64_OWN);
- * ftruncate64, truncate64 and fallocate64 have chains of their own always. */
+ * but objects may import it under either name; it has a chain of its own,
+ * as ftruncate64, truncate64 and fallocate64 do (memory_variants.h). */
 typedef struct intercept_target_t {
     const char *name;
     uintptr_t link_addr;           /* the definition as this library links it */
@@ -609,11 +607,7 @@ static const intercept_target_t targets[] = {
     TARGET(mremap, mremap, mremap),
     TARGET(madvise, madvise, madvise),
     TARGET(mmap, mmap, mmap),
-#if OPAL_MMAP64_OWN
     TARGET(mmap64, mmap64, mmap64),
-#else
-    TARGET(mmap64, mmap64, mmap),
-#endif
     TARGET(brk, brk, brk),
     TARGET(sbrk, sbrk, sbrk),
     TARGET(shmdt, shmdt, shmdt),

@@ -44,10 +44,6 @@
 #define VARIANT_LIBC       1
 #define VARIANT_FIRST_COPY 2
 
-/* Where off_t is 32 bits (i386), mmap64 is another function, with a 64-bit
- * offset: it has an intercept and a chain of its own.  Elsewhere it is mmap. */
-#define OPAL_MMAP64_OWN (__SIZEOF_LONG__ == 4)
-
 /* The functions memory_intercepts.c intercepts (its targets[]). */
 #define OPAL_MEM_HOOKS_NUM_TARGETS 17
 
@@ -65,9 +61,10 @@ typedef struct opal_mem_variant_t {
         ssize_t (*process_madvise)(int, const struct iovec *, size_t, int, unsigned);
         int (*remap_file_pages)(void *, size_t, int, size_t, int);
         void *(*mmap)(void *, size_t, int, int, int, off_t);
-#if OPAL_MMAP64_OWN
+        /* A chain of its own also where mmap64 is mmap (LP64), as for
+         * ftruncate64 below: an interposer of mmap alone leaves mmap64 to
+         * libc, whose chain would replace the interposer's in one slot. */
         void *(*mmap64)(void *, size_t, int, int, int, off64_t);
-#endif
         int (*brk)(void *);
         void *(*sbrk)(intptr_t);
         int (*shmdt)(const void *);

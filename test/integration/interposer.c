@@ -1,6 +1,6 @@
 /*
- * An interposer loaded with LD_PRELOAD whose munmap, mremap, ftruncate and
- * fallocate chain to the next definition (libc's), as a profiler or a
+ * An interposer loaded with LD_PRELOAD whose munmap, mremap, mmap, ftruncate
+ * and fallocate chain to the next definition (libc's), as a profiler or a
  * memory checker does.  With the overwrite component both definitions are
  * patched: one call then passes two intercepts of ours, and must still be
  * reported once.  ftruncate and fallocate find libc's with a handle of
@@ -20,6 +20,7 @@
 
 typedef void *(*mremap_fn_t)(void *, size_t, size_t, int, ...);
 typedef int (*munmap_fn_t)(void *, size_t);
+typedef void *(*mmap_fn_t)(void *, size_t, int, int, int, off_t);
 typedef int (*ftruncate_fn_t)(int, off_t);
 typedef int (*fallocate_fn_t)(int, int, off_t, off_t);
 
@@ -55,19 +56,34 @@ static void *libc_function(const char *name)
     return NULL != f ? f : dlsym(RTLD_NEXT, name);
 }
 
-/* Whether calls reached ftruncate and fallocate here (said at exit): not
- * only our intercepts, which chain to them (a chain of ftruncate64's, libc's
- * definition, put over ftruncate's skipped them). */
-static int reached_ftruncate, reached_fallocate;
+/* Whether calls reached mmap, ftruncate and fallocate here (said at exit):
+ * not only our intercepts, which chain to them (a chain of mmap64's or
+ * ftruncate64's, libc's definition, put over mmap's or ftruncate's in one
+ * slot skipped them). */
+static int reached_mmap, reached_ftruncate, reached_fallocate;
 
 __attribute__((destructor)) static void say_reached(void)
 {
+    /* After the program's output so far, on lines of their own. */
+    fflush(stdout);
     if (reached_ftruncate && reached_fallocate) {
-        /* After the program's output so far, on a line of its own. */
-        fflush(stdout);
         printf("libinterposer: ftruncate and fallocate reached\n");
-        fflush(stdout);
     }
+    if (reached_mmap) {
+        printf("libinterposer: mmap reached\n");
+    }
+    fflush(stdout);
+}
+
+/* libc's mmap calls no interposable function: RTLD_NEXT from here is safe. */
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    static mmap_fn_t next;
+    reached_mmap = 1;
+    if (NULL == next) {
+        next = (mmap_fn_t) dlsym(RTLD_NEXT, "mmap");
+    }
+    return next(addr, len, prot, flags, fd, off);
 }
 
 int ftruncate(int fd, off_t length)

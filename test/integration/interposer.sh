@@ -1,9 +1,9 @@
 #!/bin/sh
-# An interposer of munmap/mremap/ftruncate/fallocate that chains to libc's
+# An interposer of munmap/mremap/mmap/ftruncate/fallocate that chains to libc's
 # (interposer.c), loaded with LD_PRELOAD: the self-test passes with each
 # component (every release reported exactly once, also mremap(MREMAP_FIXED)'s
 # destination and a file's pages through two patched definitions), calls
-# still reach the interposer's ftruncate and fallocate, and overwrite
+# still reach the interposer's mmap, ftruncate and fallocate, and overwrite
 # patches both.
 # Under ASan the preloaded library comes before its runtime: allowed here
 # (the interposer only forwards munmap and mremap).
@@ -16,6 +16,10 @@ for component in $patchers; do
     run_preloaded "$lib" $component || status=1
     if [ $component = overwrite ] && ! echo "$out" | grep -q "^  mremap .*libinterposer"; then
         echo "the interposer's mremap was not patched:"; echo "$out" | grep "^  mremap"; status=1
+    fi
+    if ! echo "$out" | grep -q "^libinterposer: mmap reached"; then
+        echo "patcher=$component: calls of mmap did not reach the interposer's"
+        status=1
     fi
     if ! echo "$out" | grep -q "^libinterposer: ftruncate and fallocate reached"; then
         echo "patcher=$component: calls of ftruncate or fallocate did not reach the interposer's"
