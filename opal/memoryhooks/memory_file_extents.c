@@ -66,7 +66,9 @@ bool opal_mem_extents_file_stat(opal_mem_file_t *file, int fd, const char *path)
     file->fd = fd;
     file->path = path;
     file->fs_known = false;
-    const bool ok = 0 == (fd >= 0 ? fstat64(fd, &file->st) : stat64(path, &file->st)) &&
+    /* A null path is the caller's error (the call fails with EFAULT): stat64 may not see it. */
+    const bool ok = (fd >= 0 || NULL != path) &&
+                    0 == (fd >= 0 ? fstat64(fd, &file->st) : stat64(path, &file->st)) &&
                     S_ISREG(file->st.st_mode);
     errno = saved_errno;
     return ok;
