@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,6 @@
 #    define MAP_HUGE_SHIFT 26
 #endif
 #define MAP_HUGE_LOG_MASK 0x3f
-#define HUGETLBFS_MAGIC   0x958458f6
 
 uintptr_t opal_mem_extents_heap_start = 0;
 size_t opal_mem_extents_huge_page = 0;
@@ -145,7 +145,8 @@ size_t opal_mem_extents_mmap_len(uintptr_t addr, size_t len, int flags, int fd)
     }
     const int saved_errno = errno;
     struct statfs fs;
-    const bool huge = 0 == fstatfs(fd, &fs) && HUGETLBFS_MAGIC == (unsigned long) fs.f_type;
+    const bool huge = 0 == fstatfs(fd, &fs) &&
+                      (unsigned long) HUGETLBFS_MAGIC == (unsigned long) fs.f_type;
     errno = saved_errno;
     return huge ? round_up(len, (size_t) fs.f_bsize) : len;
 }

@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
@@ -54,11 +55,6 @@
 #ifndef FALLOC_FL_WRITE_ZEROES
 #    define FALLOC_FL_WRITE_ZEROES 0x80
 #endif
-
-#define TMPFS_MAGIC_NUMBER     0x01021994UL
-#define HUGETLBFS_MAGIC_NUMBER 0x958458f6UL
-#define BTRFS_MAGIC_NUMBER     0x9123683eUL
-#define OVERLAYFS_MAGIC_NUMBER 0x794c7630UL
 
 bool opal_mem_extents_file_stat(opal_mem_file_t *file, int fd, const char *path)
 {
@@ -99,15 +95,19 @@ static uint64_t round_up(uint64_t x, uint64_t unit)
     return x > UINT64_MAX - unit ? UINT64_MAX : (x + unit - 1) & ~(unit - 1);
 }
 
+/* The unit a filesystem works in: size where it is a power of two above the page, else the page. */
+static uint64_t unit_of(uint64_t size)
+{
+    const uint64_t page = opal_mem_hooks_page_size;
+    return size > page && 0 == (size & (size - 1)) ? size : page;
+}
+
 bool opal_mem_extents_fallocate(opal_mem_file_t *file, int mode, uint64_t offset, uint64_t len,
                                 uint64_t *lo, uint64_t *hi)
 {
-    const uint64_t page = opal_mem_hooks_page_size;
     const uint64_t end = offset > UINT64_MAX - len ? UINT64_MAX : offset + len;
     if (mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE)) {
-        uint64_t unit = (uint64_t) file->st.st_blksize;
-        unit = unit > page && 0 == (unit & (unit - 1)) ? unit : page;
-        *lo = round_down(offset, unit);
+        *lo = round_down(offset, unit_of((uint64_t) file->st.st_blksize));
         *hi = UINT64_MAX;
         return true;
     }
@@ -115,15 +115,14 @@ bool opal_mem_extents_fallocate(opal_mem_file_t *file, int mode, uint64_t offset
         return false;
     }
     file_statfs(file);
-    if (TMPFS_MAGIC_NUMBER == file->fs_type || HUGETLBFS_MAGIC_NUMBER == file->fs_type) {
+    if ((unsigned long) TMPFS_MAGIC == file->fs_type ||
+        (unsigned long) HUGETLBFS_MAGIC == file->fs_type) {
         /* The whole pages (huge pages) inside: f_bsize is hugetlbfs's huge page. */
-        const uint64_t bsize = (uint64_t) file->fs_bsize;
-        const uint64_t unit = bsize > page && 0 == (bsize & (bsize - 1)) ? bsize : page;
+        const uint64_t unit = unit_of((uint64_t) file->fs_bsize);
         *lo = round_up(offset, unit);
         *hi = UINT64_MAX == end ? end : round_down(end, unit);
     } else {
-        uint64_t unit = (uint64_t) file->st.st_blksize;
-        unit = unit > page && 0 == (unit & (unit - 1)) ? unit : page;
+        const uint64_t unit = unit_of((uint64_t) file->st.st_blksize);
         *lo = round_down(offset, unit);
         *hi = round_up(end, unit);
     }
@@ -169,7 +168,8 @@ void opal_mem_extents_file_ranges(opal_mem_file_t *file, uint64_t lo, uint64_t h
         .hi = hi,
         .dev_major = major(file->st.st_dev),
         .dev_minor = minor(file->st.st_dev),
-        .any_dev = BTRFS_MAGIC_NUMBER == file->fs_type || OVERLAYFS_MAGIC_NUMBER == file->fs_type,
+        .any_dev = (unsigned long) BTRFS_SUPER_MAGIC == file->fs_type ||
+                   (unsigned long) OVERLAYFS_SUPER_MAGIC == file->fs_type,
         .fn = fn,
         .arg = arg,
     };

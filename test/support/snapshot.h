@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test/support/release_functions.h"
+
 #include "test/support/test_util.h"
 
 #define SNAPSHOT_CODE_BYTES 32
@@ -35,23 +37,7 @@ typedef struct snapshot_t {
 } snapshot_t;
 
 static const char *const snapshot_functions[] = {
-    "munmap",
-    "mremap",
-    "madvise",
-    "mmap",
-    "mmap64",
-    "brk",
-    "sbrk",
-    "shmdt",
-    "shmat",
-    "process_madvise",
-    "remap_file_pages",
-    "ftruncate",
-    "ftruncate64",
-    "truncate",
-    "truncate64",
-    "fallocate",
-    "fallocate64",
+    TEST_RELEASE_FUNCTIONS,
     "free",
     "realloc",
     "reallocarray",

@@ -22,6 +22,7 @@
 #include "test/mca/patcher/overwrite/overwrite_test_util.h"
 #include "test/support/capture.h"
 #include "test/support/emulated.h"
+#include "test/support/release_functions.h"
 
 typedef long (*fn6_t)(long, long, long, long, long, long);
 
@@ -220,23 +221,7 @@ static void check_wx_decline(void *f)
 /* libc's functions that the memory hooks patch: each one patches and restores. */
 static void check_libc_targets(void)
 {
-    static const char *const names[] = {"munmap",
-                                        "mremap",
-                                        "madvise",
-                                        "brk",
-                                        "sbrk",
-                                        "shmdt",
-                                        "mmap",
-                                        "mmap64",
-                                        "shmat",
-                                        "process_madvise",
-                                        "remap_file_pages",
-                                        "ftruncate",
-                                        "ftruncate64",
-                                        "truncate",
-                                        "truncate64",
-                                        "fallocate",
-                                        "fallocate64"};
+    static const char *const names[] = {TEST_RELEASE_FUNCTIONS};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         uintptr_t func = (uintptr_t) dlsym(RTLD_DEFAULT, names[k]), old = 0;
         code_state_t before;
